@@ -1,0 +1,66 @@
+# The commands our users type. Every target creates/updates the project virtualenv
+# (.venv, from pyproject.toml) on first use; all output goes to sim_build/.
+#
+#   make sim   [BLOCK=<block>] [SEED=<n>]   cocotb regression on Verilator (the main job)
+#   make test                               golden-model/script unit tests + contracts + regression
+#   make verilog                            sim_build/verilog/<design>.v for every design
+#   make waves TEST=<test>                  rerun one test with tracing, open GTKWave
+#   make synth [BLOCK=<design or block>]    Yosys area report (GE, µm² at 45 nm, gate levels)
+#   make bench [BLOCK=<block>]              every benchmark, one table, sim_build/reports/bench.json
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+READY  := $(VENV)/.installed
+REPORTS := sim_build/reports
+CONTRACTS := ../shared/tools/check_contracts.py
+
+export SEED
+export PYTHONPATH := $(CURDIR)
+
+# BLOCK may name a block folder (aes, gcm, …) or a design (aes256, gcm_core, …)
+BLOCK_DIR = $(if $(BLOCK),$(if $(wildcard tb/$(BLOCK)),tb/$(BLOCK),tb/$(shell $(PY) -c "from hw.designs import DESIGNS; print(DESIGNS['$(BLOCK)'].folder)" 2>/dev/null || echo $(BLOCK))),tb)
+
+.PHONY: all sim test unit verilog contracts waves synth bench clean distclean venv
+all: test
+
+venv: $(READY)
+$(READY): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (3.11+)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+sim: $(READY)
+	@mkdir -p $(REPORTS)
+	$(PY) -m pytest $(BLOCK_DIR) -v -s -p no:cacheprovider --junitxml=$(REPORTS)/sim.xml
+
+unit: $(READY)
+	@mkdir -p $(REPORTS)
+	$(PY) -m pytest sw scripts -v -p no:cacheprovider --junitxml=$(REPORTS)/unit.xml
+
+verilog: $(READY)
+	$(PY) scripts/verilog.py
+
+contracts: verilog
+	@if [ -f $(CONTRACTS) ]; then $(PY) $(CONTRACTS) sim_build/verilog; \
+	else echo "notice: $(CONTRACTS) not found beside this clone: block contracts not checked"; fi
+
+test: unit contracts sim
+
+waves: $(READY)
+	@test -n "$(TEST)" || { echo "usage: make waves TEST=<cocotb or pytest test name>"; exit 2; }
+	$(PY) scripts/waves.py $(TEST)
+
+synth: $(READY)
+	$(PY) scripts/synth.py $(BLOCK)
+
+bench: $(READY)
+	$(PY) scripts/bench.py $(BLOCK)
+
+clean:
+	rm -rf sim_build
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info

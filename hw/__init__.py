@@ -1,0 +1,1 @@
+"""Amaranth RTL of the confidential-accelerator blocks (one sub-package per block)."""

@@ -1,0 +1,7 @@
+"""AES-256 forward cipher (DESIGN.md § aes256): the pipelined ``AES256`` component and
+the bit-sliced ``sbox`` circuit it is built from. Payload layouts are in :mod:`hw.aes.layout`.
+"""
+from .core import AES256
+from .sbox import sbox
+
+__all__ = ["AES256", "sbox"]

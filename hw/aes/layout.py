@@ -1,0 +1,43 @@
+"""Payload layouts of the ``aes256`` streams (DESIGN.md § aes256).
+
+Fields are packed in the order block, key, meta, the first in the lowest bits. Byte *k*
+of the block (or key) is in bits ``[8k+7:8k]`` (bus lane order), so
+``int.from_bytes(fips_bytes, "little")`` is the field value.
+"""
+from amaranth.hdl import Shape
+from amaranth.lib import data
+
+__all__ = ["BLOCK_BITS", "KEY_BITS", "check_meta", "input_layout", "output_layout"]
+
+BLOCK_BITS = 128  # one AES block; wider beats will be several blocks side by side
+KEY_BITS = 256    # AES-256
+
+
+def check_meta(meta):
+    """*meta* unchanged if it is ``None`` or castable to an Amaranth shape, else TypeError."""
+    if meta is None:
+        return None
+    # bool is an int, and Shape.cast would take True as unsigned(1): surely a mistake.
+    if isinstance(meta, bool):
+        raise TypeError(f"meta must be an Amaranth shape, a shape-castable or None, not {meta!r}")
+    try:
+        Shape.cast(meta)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"meta must be an Amaranth shape, a shape-castable or None: {error}") from error
+    return meta
+
+
+def input_layout(meta=None):
+    """``{block: 128, key: 256}``, plus ``meta`` when *meta* is a shape."""
+    fields = {"block": BLOCK_BITS, "key": KEY_BITS}
+    if check_meta(meta) is not None:
+        fields["meta"] = meta
+    return data.StructLayout(fields)
+
+
+def output_layout(meta=None):
+    """``{block: 128}``, plus ``meta`` when *meta* is a shape."""
+    fields = {"block": BLOCK_BITS}
+    if check_meta(meta) is not None:
+        fields["meta"] = meta
+    return data.StructLayout(fields)

@@ -1,0 +1,85 @@
+"""Unit tests of the shared tooling: payload packing, the CAVP reader, the synthesis
+report parser, design selection."""
+import enum
+
+import pytest
+from amaranth.lib import data
+from amaranth.lib import enum as aenum
+
+from hw.designs import by_folder
+from scripts.synth import _parse_stat
+from sw.cavp import parse_rsp
+from tb.common.payload import pack, unpack
+
+
+class Colour(aenum.Enum, shape=2):
+    RED = 0
+    BLUE = 2
+
+
+LAYOUT = data.StructLayout({"a": 4, "colour": Colour, "b": 8})
+
+
+def test_pack_places_first_field_lowest():
+    assert pack(LAYOUT, a=0x5) == 0x5
+    assert pack(LAYOUT, colour=Colour.BLUE) == 2 << 4
+    assert pack(LAYOUT, b=0xAB) == 0xAB << 6
+
+
+def test_unpack_round_trip_and_enum():
+    value = pack(LAYOUT, a=9, colour=Colour.BLUE, b=200)
+    assert unpack(LAYOUT, value) == {"a": 9, "colour": Colour.BLUE, "b": 200}
+    assert unpack(LAYOUT, 1 << 4)["colour"] == 1  # not a member: the raw value
+
+
+@pytest.mark.parametrize("fields, error", [({"a": 16}, ValueError), ({"zz": 1}, KeyError),
+                                           ({"b": -1}, ValueError)])
+def test_pack_rejects(fields, error):
+    with pytest.raises(error):
+        pack(LAYOUT, **fields)
+
+
+def test_cavp_reader_sections_and_fail():
+    text = """# comment
+[Keylen = 256]
+[IVlen = 96]
+
+Count = 0
+Key = 00ff
+FAIL
+
+Count = 1
+Key = 11
+
+[DECRYPT]
+
+COUNT = 7
+KEY = 22
+"""
+    records = list(parse_rsp(text))
+    assert [r["COUNT"] for r in records] == ["0", "1", "7"]
+    assert records[0]["FAIL"] is True and "FAIL" not in records[1]
+    assert records[0]["section"] == {"Keylen": "256", "IVlen": "96"}
+    assert records[2]["section"] == {"DECRYPT": True}
+
+
+def test_stat_parser():
+    text = """
+=== aes256 ===
+   Number of cells:                 12
+     AND2                            3
+     DFF                             2
+     XOR2                            7
+
+   Chip area for module '\\aes256': 29.333000
+"""
+    cells, area = _parse_stat(text)
+    assert cells["AND2"] == 3 and cells["DFF"] == 2 and cells["XOR2"] == 7
+    assert area == pytest.approx(29.333)
+
+
+def test_design_selection():
+    assert by_folder("aes256") == ["aes256"]
+    assert by_folder("aes") == ["aes256"]
+    with pytest.raises(ValueError):
+        by_folder("nonesuch")

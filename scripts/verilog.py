@@ -1,0 +1,68 @@
+"""Convert designs to Verilog in ``sim_build/verilog/`` (``make verilog``).
+
+A conversion is cached: the file's first line records a hash of every ``hw/`` source and
+the parameters, so an unchanged design is not converted again.
+"""
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from hw.designs import DESIGNS, available, elaborate  # noqa: E402
+
+__all__ = ["VERILOG_DIR", "generate", "param_suffix"]
+
+VERILOG_DIR = ROOT / "sim_build" / "verilog"
+
+
+def _source_hash(name, params):
+    digest = hashlib.sha256(f"{name}:{json.dumps(params, sort_keys=True)}".encode())
+    for path in sorted((ROOT / "hw").rglob("*.py")):
+        digest.update(path.relative_to(ROOT).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def param_suffix(params):
+    """``""`` for default parameters, else ``-k1_v1-k2_v2`` (a file and build-dir suffix)."""
+    return "".join(f"-{k}_{v}" for k, v in sorted(params.items()))
+
+
+def generate(name, params=None, out_dir=VERILOG_DIR, quiet=True):
+    """Write ``<out_dir>/<name><param suffix>.v`` (module ``name``) and return its path."""
+    from amaranth.back import verilog
+
+    params = dict(params or {})
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}{param_suffix(params)}.v"
+    stamp = f"// source-hash: {_source_hash(name, params)}\n"
+    if path.exists():
+        with path.open() as f:
+            if f.readline() == stamp:
+                return path
+    start = time.monotonic()
+    text = verilog.convert(elaborate(name, **params), name=name)
+    path.write_text(stamp + text)
+    if not quiet:
+        print(f"  {path.relative_to(ROOT)}: {text.count(chr(10))} lines in {time.monotonic() - start:.1f} s")
+    return path
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("names", nargs="*", help=f"designs (default: every existing one of {', '.join(DESIGNS)})")
+    args = parser.parse_args()
+    names = args.names or available()
+    for name in names:
+        generate(name, quiet=False)
+        print(f"{name}: {(VERILOG_DIR / f'{name}.v').relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

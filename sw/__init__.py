@@ -1,0 +1,1 @@
+"""Bit-exact golden models and host-side software (one sub-package per block)."""

@@ -1,0 +1,153 @@
+"""Build (cached) and run cocotb tests on Verilator from pytest.
+
+``run(design, test_module)`` converts the design to Verilog, builds a Verilator model once
+per design, parameter set and flags (``sim_build/verilator/<design><params>/``; rebuilt only
+when the Verilog or the flags change), runs the cocotb tests of *test_module* in
+``sim_build/tests/<pytest test>/`` and turns the cocotb results into a pytest verdict that
+names the failing test, its message and the seed that reproduces it.
+
+Environment: ``SEED`` fixes the random seed; ``WAVES=1`` writes a trace to
+``sim_build/waves/<pytest test>.fst`` (``.vcd`` without lz4); ``TESTCASE`` runs only the
+named cocotb test(s) (comma separated).
+"""
+import hashlib
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from scripts.verilog import ROOT, generate, param_suffix
+from .toolchain import setup_verilator, wave_format
+
+__all__ = ["run", "CaseResult", "RESULTS", "SIM_BUILD", "CLOCK_PERIOD_NS"]
+
+SIM_BUILD = ROOT / "sim_build"
+CLOCK_PERIOD_NS = 10  # every testbench clocks at 100 MHz, so simulated cycles = sim ns / 10
+
+# Verilator warnings that Amaranth's generated Verilog triggers by design (width
+# extensions and unused bits); they are not errors in our RTL.
+VERILATOR_FLAGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNUSEDSIGNAL",
+                   "-Wno-UNOPTFLAT", "-O3", "--x-assign", "fast", "--x-initial", "fast"]
+
+
+@dataclass
+class CaseResult:
+    test: str        # cocotb test name, qualified by the pytest test that ran it
+    passed: bool
+    cycles: int      # simulated clock cycles
+    seconds: float   # wall time of the cocotb test
+    message: str = ""
+
+
+RESULTS: list[CaseResult] = []  # every cocotb test run in this pytest session (for the summary)
+
+
+def _build(design, params, hdl_path, trace):
+    from cocotb_tools.runner import get_runner
+
+    flags = VERILATOR_FLAGS + [f"--trace-{trace}", "--trace-structs"]
+    build_dir = SIM_BUILD / "verilator" / f"{design}{param_suffix(params)}"
+    key = hashlib.sha256(hdl_path.read_bytes() + " ".join(flags).encode()).hexdigest()
+    stamp = build_dir / "build.stamp"
+    exe = build_dir / design
+    if stamp.exists() and exe.exists() and stamp.read_text() == key:
+        return build_dir
+    runner = get_runner("verilator")
+    log = build_dir / "build.log"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    print(f"\n[sim] building {design}{param_suffix(params)} with Verilator (cached afterwards) …",
+          file=sys.stderr, flush=True)
+    # Tracing is compiled in always; a run traces only when asked (WAVES=1), so one build
+    # serves both the regression and `make waves`.
+    runner.build(sources=[hdl_path], hdl_toplevel=design, build_dir=build_dir,
+                 build_args=flags, waves=True, always=True, log_file=log)
+    stamp.write_text(key)
+    print(f"[sim] built {design} in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+    return build_dir
+
+
+def _test_name():
+    current = os.environ.get("PYTEST_CURRENT_TEST", "manual")
+    name = current.split("::")[-1].split(" ")[0]
+    return re.sub(r"[^\w.-]+", "_", name).strip("_")
+
+
+def _parse_results(xml_path, prefix):
+    cases = []
+    root = ET.parse(xml_path).getroot()
+    for case in root.iter("testcase"):
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        message = ""
+        if failure is not None:
+            message = failure.get("message") or (failure.text or "").strip()
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        sim_ns = float(props.get("sim_time_duration", case.get("sim_time_ns", 0)) or 0)
+        assert props.get("sim_time_unit", "ns") == "ns", props.get("sim_time_unit")
+        cases.append(CaseResult(f"{prefix}::{case.get('name')}", failure is None,
+                                round(sim_ns / CLOCK_PERIOD_NS), float(case.get("time", 0) or 0),
+                                message))
+    return cases
+
+
+def run(design, test_module, params=None, testcase=None, extra_env=None):
+    """Run the cocotb tests of *test_module* against *design* (a contract name in
+    ``hw.designs``) built with *params*. Fails the calling pytest test if any fails."""
+    import pytest
+
+    setup_verilator()
+    params = dict(params or {})
+    trace = wave_format()
+    hdl = generate(design, params)
+    build_dir = _build(design, params, hdl, trace)
+
+    name = _test_name()
+    test_dir = SIM_BUILD / "tests" / name
+    test_dir.mkdir(parents=True, exist_ok=True)
+    seed = int(os.environ["SEED"]) if os.environ.get("SEED") else random.randrange(1 << 31)
+    waves = os.environ.get("WAVES", "0") not in ("", "0")
+    testcase = testcase or os.environ.get("TESTCASE") or None
+    wave_file = Path(os.environ.get("WAVE_FILE") or SIM_BUILD / "waves" / f"{name}.{trace}")
+    test_args = []
+    if waves:
+        wave_file.parent.mkdir(parents=True, exist_ok=True)
+        test_args = ["--trace", "--trace-file", str(wave_file)]
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "SIM_PARAMS": repr(params), **(extra_env or {})}
+    results_xml = test_dir / "results.xml"
+
+    from cocotb_tools.runner import get_runner
+
+    runner = get_runner("verilator")
+    log_file = test_dir / "sim.log"
+    try:
+        runner.test(test_module=test_module, hdl_toplevel=design, hdl_toplevel_lang="verilog",
+                    build_dir=build_dir, test_dir=test_dir, seed=seed, testcase=testcase,
+                    test_args=test_args, extra_env=env, results_xml=str(results_xml),
+                    log_file=log_file, waves=False)
+    except SystemExit:
+        pass  # cocotb's runner exits on failure; the results file says what failed
+    except subprocess.CalledProcessError:
+        pass
+    if waves:
+        print(f"\n[sim] waves: {wave_file}", file=sys.stderr)
+    if not results_xml.exists():
+        tail = log_file.read_text()[-3000:] if log_file.exists() else ""
+        pytest.fail(f"{design}: simulation produced no results (seed {seed}); log {log_file}:\n{tail}")
+    cases = _parse_results(results_xml, name)
+    RESULTS.extend(cases)
+    if not cases:
+        pytest.fail(f"{design}: no cocotb test ran from {test_module} (filter {testcase!r})")
+    failed = [c for c in cases if not c.passed]
+    if failed:
+        lines = [f"{c.test}: {c.message}" for c in failed]
+        pytest.fail(f"{len(failed)} of {len(cases)} cocotb tests failed (seed {seed}; reproduce with "
+                    f"SEED={seed}; log {log_file}):\n" + "\n".join(lines), pytrace=False)
+    return cases

@@ -1,0 +1,31 @@
+"""The base of every testbench: owns the clock and reset of ``dut``."""
+import logging
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+
+__all__ = ["TB", "CLOCK_PERIOD_NS"]
+
+CLOCK_PERIOD_NS = 10  # keep in step with tb.common.sim.CLOCK_PERIOD_NS
+
+
+class TB:
+    def __init__(self, dut):
+        self.dut = dut
+        self.log = logging.getLogger(f"cocotb.tb.{type(self).__name__}")
+        self.log.setLevel(logging.INFO)
+        self.clk = dut.clk
+        dut.rst.value = 0
+        cocotb.start_soon(Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start())
+
+    async def reset(self, cycles=2):
+        """Synchronous active-high reset for *cycles* clock cycles."""
+        await RisingEdge(self.clk)
+        self.dut.rst.value = 1
+        await ClockCycles(self.clk, cycles)
+        self.dut.rst.value = 0
+        await RisingEdge(self.clk)
+
+    async def cycles(self, n):
+        await ClockCycles(self.clk, n)
