@@ -15,7 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from amaranth.lib import data, stream, wiring  # noqa: E402
+from amaranth.hdl import Shape  # noqa: E402
+from amaranth.lib import data, wiring  # noqa: E402
 
 from hw.designs import DESIGNS, elaborate  # noqa: E402
 from tb.common.toolchain import have_display, wave_format  # noqa: E402
@@ -52,19 +53,16 @@ def _fields(shape, prefix=""):
         for name, field in shape:
             for sub, off, width, en in _fields(field.shape, f"{prefix}{name}."):
                 yield sub, field.offset + off, width, en
-    elif isinstance(shape, type) and issubclass(shape, enum.Enum):
-        yield prefix.rstrip("."), 0, len(shape.as_shape() if hasattr(shape, "as_shape") else 0) or \
-            max(m.value for m in shape).bit_length(), shape
     else:
-        from amaranth.hdl import Shape
-
-        yield prefix.rstrip("."), 0, Shape.cast(shape).width, None
+        is_enum = isinstance(shape, type) and issubclass(shape, enum.Enum)
+        yield prefix.rstrip("."), 0, Shape.cast(shape).width, shape if is_enum else None
 
 
 def write_view(design, trace, view, scope):
     """Write a GTKWave save file for *design*'s ports into *view*."""
     component = elaborate(design)
     lines = [f'[dumpfile] "{trace}"', f'[savefile] "{view}"', "[timestart] 0", "[size] 1600 900",
+             "*-17.000000 0",  # zoom: about 40 clock cycles across the window
              "[sst_width] 260", "[signals_width] 320"]
 
     def sig(name):
@@ -79,12 +77,16 @@ def write_view(design, trace, view, scope):
             continue
         sig_obj = member.signature
         lines += [f"@{GROUP_BEGIN | BLANK:x}", f"-{port} ({'in' if member.flow == wiring.In else 'out'})"]
-        if isinstance(sig_obj, stream.Signature):
+        members = sig_obj.members
+        if {"valid", "ready", "payload"} <= set(members):  # a lib.stream port
             lines += [f"@{F_BIN | F_RJUST:x}", sig(f"{port}__valid"), sig(f"{port}__ready")]
-            payload = sig_obj.payload_shape
+            payload = members["payload"].shape
             fields = list(_fields(payload)) if isinstance(payload, data.Layout) else []
             for name, offset, width, en in fields:
-                bits = " ".join(sig(f"{port}__payload[{offset + b}]") for b in reversed(range(width)))
+                # GTKWave addresses bit b of a vector [W-1:0] as "(W-1-b)name[W-1:0]"
+                total = Shape.cast(payload).width
+                vec = sig(f"{port}__payload[{total - 1}:0]")
+                bits = " ".join(f"({total - 1 - (offset + b)}){vec}" for b in reversed(range(width)))
                 label = f"{port}.{name}[{width - 1}:0]"
                 if en is not None:
                     flt = filters / f"{en.__name__}.txt"
@@ -92,7 +94,7 @@ def write_view(design, trace, view, scope):
                     lines += [f"^1 {flt}", f"@{F_TRANSLATED | F_DEC | F_RJUST:x}"]
                 else:
                     lines += [f"@{(F_BIN if width == 1 else F_HEX) | F_RJUST:x}"]
-                lines.append(f"#{{{label}}} {bits}" if width > 1 else f"#{{{label}}} {bits}")
+                lines.append(f"#{{{label}}} {bits}")
             if not fields:
                 lines += [f"@{F_HEX | F_RJUST:x}", sig(f"{port}__payload")]
         lines += [f"@{GROUP_END | BLANK:x}", f"-{port}"]
@@ -124,7 +126,7 @@ def main():
             print(f"[waves] the test failed (exit {rc}); the trace shows the failure", file=sys.stderr)
     if not trace.exists():
         sys.exit(f"no trace at {trace}")
-    write_view(design, trace, view, f"TOP.{design}")
+    write_view(design, trace, view, design)
     if have_display() and not os.environ.get("CI"):
         subprocess.Popen(["gtkwave", str(view)])
         print(f"[waves] GTKWave opened {view}")

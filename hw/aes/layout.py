@@ -23,7 +23,8 @@ def check_meta(meta):
     try:
         Shape.cast(meta)
     except (TypeError, ValueError) as error:
-        raise TypeError(f"meta must be an Amaranth shape, a shape-castable or None: {error}") from error
+        raise TypeError(f"meta must be an Amaranth shape, a shape-castable or None: "
+                        f"{error}") from error
     return meta
 
 

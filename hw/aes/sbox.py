@@ -85,7 +85,9 @@ def sbox(m, x, *, name="sbox"):
     """SubBytes on every byte of *x* (byte *k* in bits ``[8k+7:8k]``), built in module *m*.
 
     The gates go into ``m.d.comb``; each net read by more than one gate is a signal named
-    ``<name>_<net>`` (``<name>_T1`` .. ``<name>_S7``), one bit per byte of *x*. Returns the substituted bytes as a value as wide as *x*.
+    ``<name>_<net>`` (``<name>_T1`` .. ``<name>_S7``), one bit per byte of *x*. Returns
+    the substituted bytes, a value as wide as *x*. (A module is needed, rather than a pure
+    expression, for those signals: see the module docstring.)
     """
     x = Value.cast(x)
     if len(x) == 0 or len(x) % 8:
