@@ -18,8 +18,9 @@ CONTRACTS := ../shared/tools/check_contracts.py
 export SEED
 export PYTHONPATH := $(CURDIR)
 
-# BLOCK may name a block folder (aes, gcm, …) or a design (aes256, gcm_core, …)
-BLOCK_DIR = $(if $(BLOCK),$(if $(wildcard tb/$(BLOCK)),tb/$(BLOCK),tb/$(shell $(PY) -c "from hw.designs import DESIGNS; print(DESIGNS['$(BLOCK)'].folder)" 2>/dev/null || echo $(BLOCK))),tb)
+# BLOCK may name a block folder (aes, gcm, …) or a design (aes256, gcm_core, …); a block
+# that is software only (ccu) runs its tests in sw/<block>
+BLOCK_DIR = $(if $(BLOCK),$(or $(wildcard tb/$(BLOCK)),$(wildcard sw/$(BLOCK)),tb/$(shell $(PY) -c "from hw.designs import DESIGNS; print(DESIGNS['$(BLOCK)'].folder)" 2>/dev/null || echo $(BLOCK))),tb)
 
 .PHONY: all sim test unit verilog contracts waves synth bench clean distclean venv
 all: test

@@ -24,6 +24,9 @@ class Design:
 DESIGNS = {
     "aes256": Design("aes", "hw.aes:AES256"),
     "gcm_core": Design("gcm", "hw.gcm:GcmCore"),
+    "pcie_rdtable": Design("pcie", "hw.pcie:PcieReadTable"),
+    "bcu": Design("gpushield", "hw.gpushield:BCU"),
+    "bcu_csr": Design("gpushield", "hw.gpushield:BCUCSR"),
 }
 
 

@@ -1,0 +1,1 @@
+"""Secure Exchange Pipe (DESIGN.md § sxp): packet definitions; the SXP itself follows."""
