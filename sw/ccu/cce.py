@@ -1,0 +1,279 @@
+"""Confidential Compute Engine: the CCU API the untrusted host drives.
+
+State machine (any other call raises :class:`ApiOrderError` and changes nothing)::
+
+    READY --create_tee--> CREATED --launch--> RUNNING --terminate--> TERMINATED
+                          | get_attestation_report   | get_attestation_report
+                          | submit_key_package       | next_key_set
+                          '--terminate--> TERMINATED
+
+``TERMINATED`` is final: like the IPU's trusted mode, only a device reset leads out.
+Every call validates all of its input before its first side effect.
+"""
+import enum
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from . import certs
+from .dice import zeroize
+from .errors import (ApiOrderError, IncompleteKeysError, ManifestError,
+                     MalformedPackageError, PartyCertificateError, ReplayedPackageError,
+                     ResumeError, ScheduleExhaustedError, StaleReportError,
+                     UnexpectedKeyError, WrongJobError, WrongPartyError)
+from .keypkg import checkpoint_key, final_model_key, open_package, parse_header
+from .manifest import (KEY_CHECKPOINT, KEY_FINAL_MODEL, KEY_RESUME_CHECKPOINT,
+                       JobManifest)
+from .measure import SLOT_CONFIG, SLOT_TILE_BOOTLOADER, config_measurement, measure
+from .report import AttestationReport, report_hash, sign_report
+from .sxp_port import KEY_SIZE
+
+__all__ = ["TeeState", "ResumePoint", "AttestationEvidence", "LaunchInfo", "Cce"]
+
+
+class TeeState(enum.Enum):
+    READY = "ready"
+    CREATED = "created"
+    RUNNING = "running"
+    TERMINATED = "terminated"
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """The checkpoint a run resumes from: it was written in ``epoch``."""
+    epoch: int
+    checkpoint_id: int
+
+
+@dataclass(frozen=True)
+class AttestationEvidence:
+    report: bytes                        # signed report (report.py)
+    certificates: tuple[bytes, ...]      # DER: CIK (CA-issued), PIK (CIK-signed), AK
+
+
+@dataclass(frozen=True)
+class LaunchInfo:
+    """What launch() deploys to the tiles with the autoloader."""
+    tile_bootloader: bytes
+    epoch: int
+    checkpoint_id: int
+
+
+class Cce:
+    """The third CCU layer. Holds the AK from the secondary bootloader and, during a TEE,
+    the ECDH key, the parties' keys and the derived run keys."""
+
+    def __init__(self, ak, certificates, store, port, tile_bootloader: bytes):
+        self._ak, self._certs, self._store, self._port = ak, certificates, store, port
+        self._tile_bootloader = tile_bootloader
+        self.state = TeeState.READY
+        self._clear_tee()
+
+    def _clear_tee(self):
+        self._manifest = self._party_keys = self._ecdh = self._evidence = None
+        self._report_hash = self._resume = None
+        self._epoch = self._checkpoint_id = 0
+        self._packages = {}      # party id -> (counter, nonce, resume nonce, {key id: key})
+        self._keys = {}          # key id -> bytearray, filled at launch
+        self._next_set = 0
+        self._installed = set()
+
+    def _require(self, call, *states):
+        if self.state not in states:
+            allowed = " or ".join(s.value for s in states)
+            raise ApiOrderError(f"{call}() is not allowed in state {self.state.value} "
+                                f"(needs {allowed})")
+
+    # --- create and attest -------------------------------------------------------------
+
+    def create_tee(self, manifest: JobManifest, party_certificates,
+                   resume: ResumePoint | None = None) -> None:
+        """Check the manifest and the parties' certificates, enter trusted mode, measure
+        the configuration and the tile bootloader, and sign the attestation report."""
+        self._require("create_tee", TeeState.READY)
+        manifest.validate()
+        if resume is not None and not (0 <= resume.epoch < 0xFFFFFFFF
+                                       and 0 <= resume.checkpoint_id <= 0xFFFFFFFF):
+            raise ManifestError(f"resume point {resume} is out of the u32 range")
+        if self._certs.cik_certificate is None:
+            raise ApiOrderError("create_tee() before the device was provisioned "
+                                "(no CIK certificate)")
+        party_keys = self._party_public_keys(manifest, party_certificates)
+        # All checks passed: from here on nothing can fail on the host's input.
+        self._port.set_trusted_mode()
+        self._store.extend("cce", SLOT_CONFIG, config_measurement(True))
+        self._store.extend("cce", SLOT_TILE_BOOTLOADER, measure(self._tile_bootloader))
+        self._manifest, self._party_keys, self._resume = manifest, party_keys, resume
+        self._epoch = 0 if resume is None else resume.epoch + 1
+        self._checkpoint_id = 0 if resume is None else resume.checkpoint_id
+        self._ecdh = ec.generate_private_key(ec.SECP384R1())
+        report = AttestationReport(
+            manifest.job_id, manifest.hash(), self._epoch, self._checkpoint_id,
+            self._store.values(),
+            tuple((p.party_id, p.fingerprint) for p in manifest.parties),
+            self._ecdh.public_key().public_bytes(serialization.Encoding.X962,
+                                                 serialization.PublicFormat.UncompressedPoint))
+        signed = sign_report(report, self._ak)
+        self._report_hash = report_hash(report.encode())
+        der = serialization.Encoding.DER
+        self._evidence = AttestationEvidence(signed, tuple(
+            c.public_bytes(der) for c in (self._certs.cik_certificate,
+                                          self._certs.pik_certificate,
+                                          self._certs.ak_certificate)))
+        self.state = TeeState.CREATED
+
+    @staticmethod
+    def _party_public_keys(manifest, party_certificates):
+        by_fp = {}
+        for c in party_certificates:
+            try:
+                cert = x509.load_der_x509_certificate(c) if isinstance(c, bytes) else c
+            except ValueError as e:
+                raise PartyCertificateError(f"a party certificate does not parse: {e}") \
+                    from None
+            by_fp[certs.fingerprint(cert)] = cert
+        keys = {}
+        for p in manifest.parties:
+            cert = by_fp.pop(p.fingerprint, None)
+            if cert is None:
+                raise PartyCertificateError(f"no certificate with party {p.party_id}'s "
+                                            f"fingerprint {p.fingerprint[:8].hex()}…")
+            if not certs.is_p384(cert.public_key()):
+                raise PartyCertificateError(f"party {p.party_id}'s key is not P-384")
+            keys[p.party_id] = cert.public_key()
+        if by_fp:
+            raise PartyCertificateError(f"{len(by_fp)} certificate(s) belong to no party "
+                                        "of the manifest")
+        return keys
+
+    def get_attestation_report(self) -> AttestationEvidence:
+        self._require("get_attestation_report", TeeState.CREATED, TeeState.RUNNING)
+        return self._evidence
+
+    # --- key exchange ------------------------------------------------------------------
+
+    def submit_key_package(self, package: bytes) -> int:
+        """Unwrap one party's package; returns the party id. A later package of the same
+        party (higher counter) replaces the earlier one."""
+        self._require("submit_key_package", TeeState.CREATED)
+        m = self._manifest
+        header, ciphertext = parse_header(package)
+        if header.job_id != m.job_id:
+            raise WrongJobError(f"key package is for job {header.job_id.hex()}, this TEE "
+                                f"runs job {m.job_id.hex()}")
+        entry = m.party(header.party_id)
+        if entry is None:
+            raise WrongPartyError(f"key package from party {header.party_id}, which is not "
+                                  f"in job {m.job_id.hex()} (parties "
+                                  f"{[p.party_id for p in m.parties]})")
+        if header.report_hash != self._report_hash:
+            raise StaleReportError(f"key package is bound to report "
+                                   f"{header.report_hash[:8].hex()}…, this TEE's report is "
+                                   f"{self._report_hash[:8].hex()}…")
+        last = self._packages.get(header.party_id, (0,))[0]
+        if header.counter <= last:
+            raise ReplayedPackageError(f"party {header.party_id} package counter "
+                                       f"{header.counter} is not above {last}: replayed")
+        z = self._ecdh.exchange(ec.ECDH(), self._party_keys[header.party_id])
+        c = open_package(header, ciphertext, z)
+        if (c.job_id, c.party_id, c.counter) != (header.job_id, header.party_id,
+                                                 header.counter):
+            raise MalformedPackageError("key package plaintext disagrees with its header")
+        stray = [k for k, _ in c.keys if k not in entry.key_ids]
+        if stray:
+            raise UnexpectedKeyError(f"party {c.party_id} supplied key id(s) {stray}, which "
+                                     f"the manifest does not assign to it")
+        if (c.resume_nonce is not None) != (self._resume is not None):
+            raise ResumeError(f"party {c.party_id}: " + (
+                "this run resumes from a checkpoint but the package has no resume nonce"
+                if self._resume else "this run is fresh but the package has a resume nonce"))
+        old = self._packages.get(c.party_id)
+        if old is not None:
+            self._scrub_package(old)
+        self._packages[c.party_id] = (
+            c.counter, bytearray(c.nonce),
+            None if c.resume_nonce is None else bytearray(c.resume_nonce),
+            {k: bytearray(v) for k, v in c.keys})
+        return c.party_id
+
+    @staticmethod
+    def _scrub_package(pkg):
+        _, nonce, resume, keys = pkg
+        zeroize(nonce)
+        zeroize(resume)
+        for v in keys.values():
+            zeroize(v)
+
+    # --- launch and run ------------------------------------------------------------------
+
+    def launch(self) -> LaunchInfo:
+        """Derive the run keys, configure the SXP, install key set 0; the ECDH key and the
+        nonces are scrubbed (nothing needs them any more)."""
+        self._require("launch", TeeState.CREATED)
+        m = self._manifest
+        missing = [p.party_id for p in m.parties if p.party_id not in self._packages]
+        if missing:
+            raise IncompleteKeysError(f"no key package yet from party {missing}")
+        supplied = {k for pkg in self._packages.values() for k in pkg[3]}
+        needed = {k.key_id for ks in m.key_sets for k in ks} - {
+            KEY_CHECKPOINT, KEY_RESUME_CHECKPOINT, KEY_FINAL_MODEL}
+        if needed - supplied:
+            raise IncompleteKeysError(f"scheduled key ids {sorted(needed - supplied)} were "
+                                      "supplied by no package")
+        keys = {k: v for pkg in self._packages.values() for k, v in pkg[3].items()}
+        nonces = [pkg[1] for pkg in self._packages.values()]
+        keys[KEY_CHECKPOINT] = checkpoint_key(nonces, m.job_id, self._epoch)
+        keys[KEY_FINAL_MODEL] = final_model_key(nonces, m.job_id, self._epoch)
+        if self._resume is not None:
+            keys[KEY_RESUME_CHECKPOINT] = checkpoint_key(
+                [pkg[2] for pkg in self._packages.values()], m.job_id, self._resume.epoch)
+        for pkg in self._packages.values():     # keys moved to self._keys; nonces die
+            zeroize(pkg[1])
+            zeroize(pkg[2])
+        self._packages = {pid: (pkg[0], None, None, {}) for pid, pkg in self._packages.items()}
+        self._ecdh = self._party_keys = None
+        self._keys = keys
+        for c in m.sxp_config:
+            self._port.write_config(c.register, c.index, c.value)
+        self._install(0)
+        self.state = TeeState.RUNNING
+        return LaunchInfo(self._tile_bootloader, self._epoch, self._checkpoint_id)
+
+    def _install(self, index):
+        for k in self._manifest.key_sets[index]:
+            key = self._keys.get(k.key_id)
+            if key is None:          # resume-checkpoint key in a fresh run: nothing to load
+                continue
+            self._port.install_key(k.phys_ctx, bytes(key))
+            self._installed.add(k.phys_ctx)
+        self._next_set = index + 1
+
+    def next_key_set(self) -> int:
+        """At a synchronisation point: install the next key set; returns its index."""
+        self._require("next_key_set", TeeState.RUNNING)
+        if self._next_set >= len(self._manifest.key_sets):
+            raise ScheduleExhaustedError(f"all {len(self._manifest.key_sets)} key sets of "
+                                         "the manifest are installed")
+        self._install(self._next_set)
+        return self._next_set - 1
+
+    def terminate(self) -> None:
+        """Overwrite every key context this TEE used with zeros and scrub every secret,
+        the AK included: only a device reset (which boots a new CCE) leads on."""
+        self._require("terminate", TeeState.CREATED, TeeState.RUNNING)
+        for ctx in sorted(self._installed):
+            self._port.install_key(ctx, bytes(KEY_SIZE))
+        self.scrub()
+        self.state = TeeState.TERMINATED
+
+    def scrub(self) -> None:
+        """Drop every secret (also called by the device reset)."""
+        for pkg in self._packages.values():
+            if pkg[1] is not None:
+                self._scrub_package(pkg)
+        for v in self._keys.values():
+            zeroize(v)
+        self._ak = None
+        self._clear_tee()

@@ -1,0 +1,127 @@
+"""X.509 pieces of the CCU key hierarchy, built with ``cryptography``.
+
+- The *measurement extension* (private OID :data:`MEASUREMENT_OID`, non-critical) records
+  named SHA-384 measurements::
+
+      Measurements ::= SEQUENCE OF SEQUENCE {
+          component  UTF8String,           -- e.g. "secondary-bootloader"
+          hashAlg    OBJECT IDENTIFIER,    -- id-sha384 (2.16.840.1.101.3.4.2.2)
+          digest     OCTET STRING }        -- 48 bytes
+
+  It is in the PIK CSR/certificate (secondary bootloader, ICU firmware), the AK
+  certificate (CCE) and the manufacturer's reference certificate (every known-good value).
+- Device certificates have no meaningful validity period (the CCU has no trusted clock):
+  notBefore 2024-01-01, notAfter 9999-12-31 23:59:59 (RFC 5280 § 4.1.2.5, "no expiry").
+  Serial numbers are taken from the subject key's hash, so re-issuing is deterministic.
+"""
+import datetime
+import hashlib
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from . import der
+from .errors import ChainError
+
+__all__ = ["MEASUREMENT_OID", "encode_measurements", "decode_measurements",
+           "measurements_of", "subject_name", "build_csr", "issue_certificate",
+           "fingerprint", "key_id", "is_p384", "NOT_BEFORE", "NOT_AFTER"]
+
+# 2.25.<UUID> needs no registration (ITU-T X.667) and cannot collide with a real OID.
+MEASUREMENT_OID = x509.ObjectIdentifier("2.25.320831773000326830934649564655485912054")
+_SHA384_OID = der.tlv(der.OID, bytes.fromhex("608648016503040202"))
+NOT_BEFORE = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+NOT_AFTER = datetime.datetime(9999, 12, 31, 23, 59, 59, tzinfo=datetime.timezone.utc)
+
+
+def encode_measurements(items: dict[str, bytes]) -> bytes:
+    """DER of the Measurements sequence, in the order of ``items``."""
+    body = b"".join(
+        der.tlv(der.SEQUENCE, der.tlv(der.UTF8STRING, name.encode()) + _SHA384_OID
+                + der.tlv(der.OCTET_STRING, digest))
+        for name, digest in items.items())
+    return der.tlv(der.SEQUENCE, body)
+
+
+def decode_measurements(value: bytes) -> dict[str, bytes]:
+    """Inverse of :func:`encode_measurements`; ValueError on anything else."""
+    (outer,) = der.read_all(value, der.SEQUENCE)
+    items = {}
+    for entry in der.read_all(outer, der.SEQUENCE):
+        tag, name, pos = der.read_tlv(entry)
+        if tag != der.UTF8STRING or entry[pos:pos + len(_SHA384_OID)] != _SHA384_OID:
+            raise ValueError("measurement entry is not (UTF8String, id-sha384, digest)")
+        (digest,) = der.read_all(entry[pos + len(_SHA384_OID):], der.OCTET_STRING)
+        if len(digest) != 48 or name.decode() in items:
+            raise ValueError("measurement digest is not 48 bytes, or a duplicate name")
+        items[name.decode()] = digest
+    return items
+
+
+def measurements_of(obj, what: str) -> dict[str, bytes]:
+    """The measurement extension of a certificate or CSR (ChainError if absent/malformed)."""
+    try:
+        ext = obj.extensions.get_extension_for_oid(MEASUREMENT_OID)
+        return decode_measurements(ext.value.value)
+    except x509.ExtensionNotFound:
+        raise ChainError(f"{what} has no measurement extension") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ChainError(f"{what} has a malformed measurement extension: {e}") from None
+
+
+def key_id(public_key) -> bytes:
+    """SHA-384 of the SubjectPublicKeyInfo: a stable device/key identifier."""
+    return hashlib.sha384(public_key.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)).digest()
+
+
+def fingerprint(cert: x509.Certificate) -> bytes:
+    """Certificate fingerprint as used in manifests and reports: SHA-384 of the DER."""
+    return cert.fingerprint(hashes.SHA384())
+
+
+def subject_name(common_name: str, public_key=None) -> x509.Name:
+    """CN plus, for device keys, serialNumber = first 20 bytes of the key id in hex."""
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if public_key is not None:
+        attrs.append(x509.NameAttribute(NameOID.SERIAL_NUMBER, key_id(public_key)[:20].hex()))
+    return x509.Name(attrs)
+
+
+def _measurement_ext(measurements):
+    return x509.UnrecognizedExtension(MEASUREMENT_OID, encode_measurements(measurements))
+
+
+def build_csr(key, name: x509.Name, measurements=None) -> x509.CertificateSigningRequest:
+    """A CSR self-signed by ``key`` (proof of possession), optionally with measurements."""
+    builder = x509.CertificateSigningRequestBuilder().subject_name(name)
+    if measurements:
+        builder = builder.add_extension(_measurement_ext(measurements), critical=False)
+    return builder.sign(key, hashes.SHA384())
+
+
+def issue_certificate(issuer_key, issuer_name, subject, public_key, *, ca: bool,
+                      path_length=None, measurements=None, key_agreement=False,
+                      serial=None) -> x509.Certificate:
+    """Sign a certificate for ``public_key``. CA certificates may sign certificates only;
+    leaves sign (AK: reports) or agree keys (relying parties: ECDH)."""
+    usage = dict(digital_signature=not ca and not key_agreement, content_commitment=False,
+                 key_encipherment=False, data_encipherment=False,
+                 key_agreement=key_agreement, key_cert_sign=ca, crl_sign=False,
+                 encipher_only=False, decipher_only=False)
+    builder = (x509.CertificateBuilder()
+               .issuer_name(issuer_name).subject_name(subject).public_key(public_key)
+               .serial_number(serial or int.from_bytes(key_id(public_key)[:19], "big") >> 1 | 1)
+               .not_valid_before(NOT_BEFORE).not_valid_after(NOT_AFTER)
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=path_length), True)
+               .add_extension(x509.KeyUsage(**usage), critical=True))
+    if measurements:
+        builder = builder.add_extension(_measurement_ext(measurements), critical=False)
+    return builder.sign(issuer_key, hashes.SHA384())
+
+
+def is_p384(public_key) -> bool:
+    return isinstance(public_key, ec.EllipticCurvePublicKey) and \
+        isinstance(public_key.curve, ec.SECP384R1)

@@ -1,0 +1,89 @@
+"""Measurement storage: 64 extend-only SHA-384 slots, each owned by one firmware layer.
+
+As in the H100 root of trust for storage (RTS): a slot starts at 48 zero bytes and can
+only be *extended*, ``new = SHA-384(old ‖ measurement)``, so a later layer can add to the
+history but never overwrite it; only the device reset (:meth:`MeasurementStore.reset`,
+called by :class:`sw.ccu.device.Device` alone) returns the slots to zero. Each slot has an
+owner (the layer that measures into it); an extend by anyone else is refused.
+
+Slot layout used by the CCU firmware model (the attestation report carries all 64):
+
+====  ======================  =====  ==========================================
+slot  name                    owner  measured when
+====  ======================  =====  ==========================================
+0     secondary-bootloader    pbl    primary bootloader, before handing over
+1     icu-firmware            sbl    secondary bootloader
+2     cce                     sbl    secondary bootloader, before handing over
+3     ipu-config              cce    create_tee, after entering trusted mode
+4     tile-bootloader         cce    create_tee (the bootloader launch() deploys)
+5-63  (unused)                cce    never extended by this model: stay zero
+====  ======================  =====  ==========================================
+"""
+import hashlib
+
+from .errors import SlotOwnerError
+
+__all__ = ["SLOTS", "DIGEST_SIZE", "SLOT_SBL", "SLOT_ICU", "SLOT_CCE", "SLOT_CONFIG",
+           "SLOT_TILE_BOOTLOADER", "SLOT_NAMES", "SLOT_OWNERS", "MeasurementStore",
+           "measure", "extend_value", "config_measurement"]
+
+SLOTS = 64
+DIGEST_SIZE = 48
+SLOT_SBL, SLOT_ICU, SLOT_CCE, SLOT_CONFIG, SLOT_TILE_BOOTLOADER = range(5)
+SLOT_NAMES = {SLOT_SBL: "secondary-bootloader", SLOT_ICU: "icu-firmware", SLOT_CCE: "cce",
+              SLOT_CONFIG: "ipu-config", SLOT_TILE_BOOTLOADER: "tile-bootloader"}
+SLOT_OWNERS = ("pbl", "sbl", "sbl") + ("cce",) * (SLOTS - 3)
+
+
+def measure(data: bytes) -> bytes:
+    """The measurement of a firmware image or register block: its SHA-384."""
+    return hashlib.sha384(data).digest()
+
+
+def extend_value(old: bytes, measurement: bytes) -> bytes:
+    """SHA-384(old ‖ measurement): the value of a slot after one extend."""
+    return hashlib.sha384(old + measurement).digest()
+
+
+def config_measurement(trusted_mode: bool = True) -> bytes:
+    """Measurement of the IPU configuration register the CCU writes to enter trusted mode.
+
+    The register block is encoded as a label and one byte per bit we model (trusted mode),
+    so a manufacturer can publish the reference value without running the model."""
+    return measure(b"ITX-IPU-CONFIG\x00" + bytes([int(trusted_mode)]))
+
+
+class MeasurementStore:
+    """64 extend-only slots with fixed owners; :meth:`reset` is the device reset only."""
+
+    def __init__(self, owners=SLOT_OWNERS):
+        if len(owners) != SLOTS:
+            raise ValueError(f"need {SLOTS} slot owners, got {len(owners)}")
+        self._owners = tuple(owners)
+        self._slots = [bytes(DIGEST_SIZE)] * SLOTS
+
+    def owner(self, slot: int) -> str:
+        return self._owners[slot]
+
+    def extend(self, owner: str, slot: int, measurement: bytes) -> bytes:
+        """Extend ``slot`` by ``measurement`` (a 48-byte digest) on behalf of ``owner``."""
+        if not 0 <= slot < SLOTS:
+            raise SlotOwnerError(f"no measurement slot {slot} (there are {SLOTS})")
+        if owner != self._owners[slot]:
+            raise SlotOwnerError(f"slot {slot} is owned by {self._owners[slot]!r}, "
+                                 f"not {owner!r}")
+        if len(measurement) != DIGEST_SIZE:
+            raise ValueError(f"a measurement is {DIGEST_SIZE} bytes, got {len(measurement)}")
+        self._slots[slot] = extend_value(self._slots[slot], bytes(measurement))
+        return self._slots[slot]
+
+    def read(self, slot: int) -> bytes:
+        return self._slots[slot]
+
+    def values(self) -> tuple[bytes, ...]:
+        """All 64 slot values, in slot order (what the attestation report carries)."""
+        return tuple(self._slots)
+
+    def reset(self):
+        """Device reset: every slot back to zero. Nothing else may call this."""
+        self._slots = [bytes(DIGEST_SIZE)] * SLOTS

@@ -1,0 +1,153 @@
+"""Relying party (model or data provider): verify the CCU's evidence, wrap key packages.
+
+:meth:`RelyingParty.verify` checks, in this order (each failure its own exception):
+
+1. the reference certificate is the CA's (ChainError);
+2. CA → CIK → PIK → AK: each certificate is directly issued by the previous one, whose
+   basic constraints allow it to sign certificates (ChainError naming the link);
+3. PIK measurements (secondary bootloader, ICU firmware) and AK measurement (CCE) equal
+   the references (MeasurementMismatchError naming component and both values);
+4. the report's signature under the AK (ReportSignatureError), then its encoding;
+5. report slots equal the values the references imply, unused slots are zero
+   (MeasurementMismatchError naming the slot);
+6. job id and manifest hash are the party's manifest (ManifestMismatchError), the
+   fingerprints are the manifest's and include the party's own (FingerprintMissingError);
+7. epoch counter and checkpoint id are what the party agreed to (EpochMismatchError).
+"""
+import os
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from . import certs
+from .ca import reference_measurements
+from .errors import (ChainError, EpochMismatchError, FingerprintMissingError,
+                     ManifestMismatchError, MeasurementMismatchError)
+from .firmware import CCE, SBL
+from .keypkg import KeyPackageContents, NONCE_SIZE, seal_package
+from .manifest import JobManifest
+from .measure import (DIGEST_SIZE, SLOT_CCE, SLOT_CONFIG, SLOT_ICU, SLOT_NAMES, SLOT_SBL,
+                      SLOT_TILE_BOOTLOADER, extend_value)
+from .report import (AttestationReport, report_hash, split_signed_report,
+                     verify_report_signature)
+
+__all__ = ["RelyingParty", "VerifiedReport", "make_party_identity", "expected_slots"]
+
+_SLOT_REFERENCE = {SLOT_SBL: SBL, SLOT_ICU: "icu-firmware", SLOT_CCE: CCE,
+                   SLOT_CONFIG: "ipu-config", SLOT_TILE_BOOTLOADER: "tile-bootloader"}
+
+
+def make_party_identity(name: str):
+    """(private key, self-signed certificate) for a party: a P-384 key-agreement key."""
+    key = ec.generate_private_key(ec.SECP384R1())
+    subject = certs.subject_name(name, key.public_key())
+    return key, certs.issue_certificate(key, subject, subject, key.public_key(), ca=False,
+                                        key_agreement=True)
+
+
+def expected_slots(refs: dict) -> dict[int, bytes]:
+    """Slot values a good boot and create_tee produce: one extend of zero per reference."""
+    return {s: extend_value(bytes(DIGEST_SIZE), refs[name])
+            for s, name in _SLOT_REFERENCE.items()}
+
+
+@dataclass(frozen=True)
+class VerifiedReport:
+    report: AttestationReport
+    report_hash: bytes
+    ccu_public_key: ec.EllipticCurvePublicKey
+
+
+def _hex(b: bytes) -> str:
+    return b[:8].hex() + "…"
+
+
+def _check_link(child, parent, what):
+    try:
+        bc = parent.extensions.get_extension_for_class(x509.BasicConstraints).value
+    except x509.ExtensionNotFound:
+        bc = None
+    if bc is None or not bc.ca:
+        raise ChainError(f"{what}: the issuer is not a CA certificate")
+    try:
+        child.verify_directly_issued_by(parent)
+    except (InvalidSignature, ValueError, TypeError):
+        raise ChainError(f"{what}: signature or issuer name does not verify") from None
+
+
+class RelyingParty:
+    """One party of a job: its identity key and certificate, trust anchors, manifest."""
+
+    def __init__(self, party_id: int, key, certificate: x509.Certificate,
+                 ca_certificate: x509.Certificate, reference: x509.Certificate,
+                 manifest: JobManifest):
+        self.party_id, self._key, self.certificate = party_id, key, certificate
+        self._ca, self._reference, self.manifest = ca_certificate, reference, manifest
+        self.counter = 0                # last package counter used
+
+    def verify(self, evidence, *, epoch: int = 0, checkpoint_id: int = 0) -> VerifiedReport:
+        """Check ``evidence`` (report bytes and CIK, PIK, AK certificates)."""
+        refs = reference_measurements(self._reference, self._ca)
+        chain = [x509.load_der_x509_certificate(c) if isinstance(c, bytes) else c
+                 for c in evidence.certificates]
+        if len(chain) != 3:
+            raise ChainError(f"expected CIK, PIK and AK certificates, got {len(chain)}")
+        cik, pik, ak = chain
+        _check_link(cik, self._ca, "CIK certificate ← manufacturer CA")
+        _check_link(pik, cik, "PIK certificate ← CIK")
+        _check_link(ak, pik, "AK certificate ← PIK")
+        for cert, what, names in ((pik, "PIK certificate", (SBL, "icu-firmware")),
+                                  (ak, "AK certificate", (CCE,))):
+            found = certs.measurements_of(cert, what)
+            for n in names:
+                if found.get(n) != refs[n]:
+                    raise MeasurementMismatchError(
+                        f"{n} measurement in the {what} is {_hex(found.get(n, b''))}, "
+                        f"reference {_hex(refs[n])}")
+        body, sig = split_signed_report(evidence.report)
+        verify_report_signature(body, sig, ak.public_key())
+        report = AttestationReport.decode(body)
+        self._check_contents(report, refs, epoch, checkpoint_id)
+        pub = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP384R1(), report.ecdh_public)
+        return VerifiedReport(report, report_hash(body), pub)
+
+    def _check_contents(self, report, refs, epoch, checkpoint_id):
+        want = expected_slots(refs)
+        for s, value in enumerate(report.slots):
+            good = want.get(s, bytes(DIGEST_SIZE))
+            if value != good:
+                name = SLOT_NAMES.get(s, "unused")
+                raise MeasurementMismatchError(f"slot {s} ({name}) is {_hex(value)}, "
+                                               f"reference {_hex(good)}")
+        m = self.manifest
+        if report.job_id != m.job_id:
+            raise ManifestMismatchError(f"report is for job {report.job_id.hex()}, "
+                                        f"this party's job is {m.job_id.hex()}")
+        if report.manifest_hash != m.hash():
+            raise ManifestMismatchError(f"report's manifest hash {_hex(report.manifest_hash)}"
+                                        f" is not this party's manifest {_hex(m.hash())}")
+        mine = certs.fingerprint(self.certificate)
+        if (self.party_id, mine) not in report.parties:
+            raise FingerprintMissingError(f"party {self.party_id}'s certificate "
+                                          f"{_hex(mine)} is not listed in the report")
+        listed = tuple((p.party_id, p.fingerprint) for p in m.parties)
+        if report.parties != listed:
+            raise FingerprintMissingError("the report's party fingerprints are not the "
+                                          "manifest's")
+        if (report.epoch, report.checkpoint_id) != (epoch, checkpoint_id):
+            raise EpochMismatchError(f"report has epoch {report.epoch}, checkpoint "
+                                     f"{report.checkpoint_id}; agreed epoch {epoch}, "
+                                     f"checkpoint {checkpoint_id}")
+
+    def wrap_keys(self, verified: VerifiedReport, keys: dict[int, bytes], *,
+                  nonce: bytes | None = None, resume_nonce: bytes | None = None) -> bytes:
+        """A key package for ``verified``'s CCU; returns the package bytes. The nonce is
+        fresh unless given (the party must remember it to resume later)."""
+        nonce = os.urandom(NONCE_SIZE) if nonce is None else nonce
+        self.counter += 1
+        contents = KeyPackageContents(self.manifest.job_id, self.party_id, self.counter,
+                                      nonce, tuple(sorted(keys.items())), resume_nonce)
+        z = self._key.exchange(ec.ECDH(), verified.ccu_public_key)
+        return seal_package(contents, z, verified.report_hash)
