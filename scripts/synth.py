@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hw.designs import available, by_folder  # noqa: E402
-from scripts.verilog import generate  # noqa: E402
+from scripts.verilog import generate, verilog_body  # noqa: E402
 
 __all__ = ["synthesise", "NAND2_UM2_45NM", "LIBERTY"]
 
@@ -73,7 +73,7 @@ def _parse_stat(text):
 def synthesise(name, force=False):
     """Synthesise design *name*; return its report dict (cached per Verilog text)."""
     verilog = generate(name)
-    digest = hashlib.sha256(verilog.read_bytes() + LIBERTY.read_bytes() +
+    digest = hashlib.sha256(verilog_body(verilog) + LIBERTY.read_bytes() +
                             _script("", "").encode()).hexdigest()[:16]
     cache = REPORTS / "area" / f"{name}.json"
     if cache.exists() and not force:

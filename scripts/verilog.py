@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT))
 
 from hw.designs import DESIGNS, available, elaborate  # noqa: E402
 
-__all__ = ["VERILOG_DIR", "generate", "param_suffix"]
+__all__ = ["VERILOG_DIR", "generate", "param_suffix", "verilog_body"]
 
 VERILOG_DIR = ROOT / "sim_build" / "verilog"
 
@@ -26,6 +26,14 @@ def _source_hash(name, params):
         digest.update(path.relative_to(ROOT).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def verilog_body(path):
+    """The Verilog text of *path* without our source-hash line: what builds and syntheses
+    are keyed on, so an edit elsewhere in ``hw/`` that leaves a design's Verilog unchanged
+    does not rebuild it."""
+    text = Path(path).read_bytes()
+    return text.split(b"\n", 1)[1] if text.startswith(b"// source-hash:") else text
 
 
 def param_suffix(params):

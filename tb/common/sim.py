@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.verilog import ROOT, generate, param_suffix
+from scripts.verilog import ROOT, generate, param_suffix, verilog_body
 from .toolchain import setup_verilator, wave_format
 
 __all__ = ["run", "CaseResult", "RESULTS", "SIM_BUILD", "CLOCK_PERIOD_NS"]
@@ -52,7 +52,7 @@ def _build(design, params, hdl_path, trace):
 
     flags = VERILATOR_FLAGS + [f"--trace-{trace}", "--trace-structs"]
     build_dir = SIM_BUILD / "verilator" / f"{design}{param_suffix(params)}"
-    key = hashlib.sha256(hdl_path.read_bytes() + " ".join(flags).encode()).hexdigest()
+    key = hashlib.sha256(verilog_body(hdl_path) + " ".join(flags).encode()).hexdigest()
     stamp = build_dir / "build.stamp"
     exe = build_dir / design
     if stamp.exists() and exe.exists() and stamp.read_text() == key:

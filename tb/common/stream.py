@@ -67,6 +67,8 @@ class StreamSource(_Port):
         self.payload.value = 0
 
     def empty(self):
+        """Nothing queued or waiting for ``ready`` (the queue holds the current payload
+        until it is taken)."""
         return not self.queue
 
     async def wait_idle(self):

@@ -1,0 +1,192 @@
+"""Bit-exact golden model of the ``gcm_core`` engine (DESIGN.md § gcm_core).
+
+AES-256-GCM (NIST SP 800-38D) restricted as in the ITX paper: empty AAD, block-aligned
+non-empty plaintext, and the IV given as a full block J0 = 12-byte nonce ‖ ``00 00 00 01``.
+Blocks, keys and tags are integers in bus lane order (byte *k* in bits ``8k+7..8k``, i.e.
+``int.from_bytes(b, "little")``), exactly as on the ``i``/``o``/``key`` streams.
+
+Per context the model keeps what the RTL keeps: the key, the hash subkey H = E_K(0¹²⁸),
+the 96-bit nonce and the 32-bit counter of the current counter block, the partial GHASH X,
+an ``active`` flag (a frame is open) and a ``has_key`` flag. The block count is not stored:
+it is ``ctr - 2`` (mod 2³²), since the counter starts at 2 for the first data block.
+E_K(J0) is not stored either: MAC recomputes it (the RTL sends J0 through the AES pipeline
+for the MAC op), which gives the same tag.
+
+Operations (:meth:`GcmCoreModel.step`), in the order the core accepts them:
+
+- ``Op.IV``: on an idle context with a key and ``block`` bytes 12..15 = ``00 00 00 01``:
+  nonce = bytes 0..11, counter = 2, X = 0, active; ``o.block`` = the IV block unchanged.
+  A bad IV tail is ``err`` (the context stays idle). IV on an active context is ``err``
+  and the context goes idle: the unfinished frame is abandoned and never yields a tag.
+- ``Op.DATA`` (active context): ``o.block = block ⊕ E_K(counter block)``; X = (X ⊕ C)·H
+  where C is the ciphertext — the *input* block when ``decrypt`` = 1, the *output* block
+  when ``decrypt`` = 0; the counter advances (inc32, wrapping like GCM's inc32).
+- ``Op.MAC`` (active context): tag = ((X ⊕ len-block)·H) ⊕ E_K(J0) with
+  len-block = 0⁶⁴ ‖ [128·count]₆₄; ``o.block`` = tag; ``tag_ok`` = 1 only for a decryption
+  whose ``block`` equals the tag (constant-time compare); for an encryption ``tag_ok`` = 0.
+  X is cleared and the context goes idle.
+- ``err`` (DATA or MAC on an idle context, any op on a context without a key, a context
+  number >= ``contexts``, an op code that is not an :class:`Op`): ``o.block`` = 0 and
+  ``tag_ok`` = 0. Apart from IV-on-active (context goes idle), an err changes nothing.
+
+Decisions where DESIGN.md is silent:
+
+- :meth:`install_key` on a context abandons any frame open on it: the context goes idle
+  (X cleared), so a DATA or MAC that follows errs until a new IV opens a frame.
+- :meth:`install_key` to a context number >= ``contexts`` is ignored (the key port has no
+  error channel).
+- :meth:`reset` scrubs every context (key, H, nonce, counter, X, flags) to zero; afterwards
+  every op answers ``err`` until the context gets a key.
+"""
+import hmac
+from dataclasses import dataclass
+
+from hw.gcm.layout import BLOCK_BITS, CTX_BITS, KEY_BITS, Op, check_contexts
+from sw.aes.model import encrypt_int
+
+__all__ = ["GcmCoreModel", "Op", "gf128_mul", "ghash_mul_bus", "j0_block", "len_block",
+           "counter_block", "J0_TAIL"]
+
+BLOCK_MASK = (1 << BLOCK_BITS) - 1
+KEY_MASK = (1 << KEY_BITS) - 1
+NONCE_BITS = 96
+NONCE_MASK = (1 << NONCE_BITS) - 1
+CTR_MASK = 0xFFFF_FFFF
+J0_TAIL = bytes([0, 0, 0, 1])            # bytes 12..15 of a valid IV block
+_R = 0xE1 << 120                         # SP 800-38D reduction constant
+
+
+def gf128_mul(x, y):
+    """X·Y in GF(2^128), SP 800-38D Algorithm 1. *x*, *y* are the 16-byte blocks read as
+    big-endian integers, so the most significant bit is the coefficient of x^0."""
+    z, v = 0, y
+    for i in range(127, -1, -1):
+        if (x >> i) & 1:
+            z ^= v
+        v = (v >> 1) ^ _R if v & 1 else v >> 1
+    return z
+
+
+def _be(bus):
+    return int.from_bytes(bus.to_bytes(16, "little"), "big")
+
+
+def _bus(be):
+    return int.from_bytes(be.to_bytes(16, "big"), "little")
+
+
+def ghash_mul_bus(a, b):
+    """:func:`gf128_mul` on blocks in bus lane order."""
+    return _bus(gf128_mul(_be(a), _be(b)))
+
+
+def counter_block(nonce, ctr):
+    """The counter block nonce ‖ [ctr]₃₂ (big-endian counter) in bus lane order;
+    *nonce* is the 96-bit bus-lane integer of bytes 0..11."""
+    return nonce | int.from_bytes(ctr.to_bytes(4, "big"), "little") << NONCE_BITS
+
+
+def j0_block(nonce):
+    """The IV block J0 = *nonce* (12 bytes) ‖ 00 00 00 01 in bus lane order."""
+    if len(nonce) != 12:
+        raise ValueError(f"the nonce is 12 bytes, not {len(nonce)}")
+    return int.from_bytes(bytes(nonce) + J0_TAIL, "little")
+
+
+def len_block(count):
+    """The GHASH length block for empty AAD and *count* ciphertext blocks, bus lane order."""
+    return int.from_bytes(bytes(8) + (count * BLOCK_BITS).to_bytes(8, "big"), "little")
+
+
+@dataclass
+class _Context:
+    key: int = 0
+    h: int = 0
+    nonce: int = 0
+    ctr: int = 0
+    x: int = 0
+    active: bool = False
+    has_key: bool = False
+
+
+class GcmCoreModel:
+    """The ``gcm_core`` engine with *contexts* physical key contexts (1..16).
+
+    :meth:`install_key` and :meth:`step` must be called in the order the core accepts the
+    ``key`` and ``i`` transfers; :meth:`step` returns what ``o`` shows for that op.
+    """
+
+    def __init__(self, contexts=16):
+        self.contexts = check_contexts(contexts)
+        self.reset()
+
+    def reset(self):
+        """Scrub every context to zero (no key, idle)."""
+        self._ctx = [_Context() for _ in range(self.contexts)]
+
+    def context(self, ctx):
+        """A copy of context *ctx*'s state (for tests and debugging)."""
+        c = self._ctx[ctx]
+        return _Context(**vars(c))
+
+    @staticmethod
+    def _check_ctx(ctx):
+        if not 0 <= ctx < 1 << CTX_BITS:
+            raise ValueError(f"ctx is a {CTX_BITS}-bit field, not {ctx}")
+
+    def install_key(self, ctx, key):
+        """Install *key* (256-bit bus-lane int) in context *ctx*: H = E_K(0); idle."""
+        self._check_ctx(ctx)
+        if not 0 <= key <= KEY_MASK:
+            raise ValueError("key is a 256-bit field")
+        if ctx >= self.contexts:
+            return
+        self._ctx[ctx] = _Context(key=key, h=encrypt_int(key, 0), has_key=True)
+
+    def step(self, block, ctx, op, decrypt):
+        """One ``i`` transfer; returns ``(o.block, o.tag_ok, o.err)`` as ints."""
+        self._check_ctx(ctx)
+        if not 0 <= block <= BLOCK_MASK:
+            raise ValueError("block is a 128-bit field")
+        decrypt = bool(decrypt)
+        try:
+            op = Op(op)
+        except ValueError:
+            return self._err()
+        if ctx >= self.contexts:
+            return self._err()
+        c = self._ctx[ctx]
+        if not c.has_key:
+            return self._err()
+
+        if op is Op.IV:
+            if c.active:
+                c.active = False          # abandon the open frame
+                c.x = 0
+                return self._err()
+            if block >> NONCE_BITS != int.from_bytes(J0_TAIL, "little"):
+                return self._err()
+            c.nonce, c.ctr, c.x, c.active = block & NONCE_MASK, 2, 0, True
+            return block, 0, 0
+
+        if not c.active:
+            return self._err()
+
+        if op is Op.DATA:
+            out = block ^ encrypt_int(c.key, counter_block(c.nonce, c.ctr))
+            c.x = ghash_mul_bus(c.x ^ (block if decrypt else out), c.h)
+            c.ctr = (c.ctr + 1) & CTR_MASK
+            return out, 0, 0
+
+        # Op.MAC
+        count = (c.ctr - 2) & CTR_MASK
+        s = ghash_mul_bus(c.x ^ len_block(count), c.h)
+        tag = s ^ encrypt_int(c.key, counter_block(c.nonce, 1))
+        tag_ok = decrypt and hmac.compare_digest(tag.to_bytes(16, "little"),
+                                                 block.to_bytes(16, "little"))
+        c.x, c.active = 0, False
+        return tag, int(tag_ok), 0
+
+    @staticmethod
+    def _err():
+        return 0, 0, 1

@@ -1,0 +1,406 @@
+"""cocotb regression of ``gcm_core`` (hw/gcm): the RTL against the golden model
+(sw/gcm/model.py) on every op, and against OpenSSL (``cryptography``'s AESGCM) and the NIST
+CAVP files for whole frames.
+
+The scoreboard: a monitor feeds the model every ``key`` and ``i`` transfer in the order the
+core accepts them, and each ``o`` transfer must equal the model's answer for the oldest
+unanswered op. Frame-level checks (ciphertext and tag decrypt in OpenSSL, OpenSSL's frames
+decrypt with ``tag_ok``, CAVP answers) do not depend on the model at all.
+"""
+import random
+from collections import deque
+
+import cocotb
+from cocotb.handle import HierarchyObject
+from cocotb.triggers import ReadOnly, RisingEdge
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from hw.gcm.layout import Op, input_layout, key_layout, output_layout
+from sw.gcm.model import GcmCoreModel, j0_block
+from sw.gcm.vectors import blocks_of, cavp_cases, le
+from tb.common.payload import pack, unpack
+from tb.common.stream import StreamSink, StreamSource, never, random_pause
+from tb.common.tb import TB
+
+CONTEXTS = 16
+KEY_LAYOUT, IN_LAYOUT, OUT_LAYOUT = key_layout(), input_layout, output_layout
+
+
+class GcmTB(TB):
+    def __init__(self, dut, idle=0.0, stall=0.0):
+        super().__init__(dut)
+        self.key_src = StreamSource(dut, "key", self.clk)
+        self.i_src = StreamSource(dut, "i", self.clk)
+        self.sink = StreamSink(dut, "o", self.clk)
+        for src in (self.key_src, self.i_src):
+            src.set_pause(random_pause(idle) if idle else never())
+        self.sink.set_pause(random_pause(stall) if stall else never())
+        self.model = GcmCoreModel(CONTEXTS)
+        self.expected = deque()    # (model answer, label) per accepted op, in order
+        self.labels = deque()      # label of every op sent, in send order
+        self.results = []          # (label, o payload dict) of every checked output
+        self.errors = []
+        cocotb.start_soon(self._monitor())
+        cocotb.start_soon(self._check())
+
+    async def _monitor(self):
+        dut = self.dut
+        while True:
+            await RisingEdge(self.clk)
+            await ReadOnly()
+            if int(dut.rst.value):
+                continue
+            key_fire = int(dut.key__valid.value) and int(dut.key__ready.value)
+            i_fire = int(dut.i__valid.value) and int(dut.i__ready.value)
+            if key_fire and i_fire:
+                self.errors.append("key and i transfers in the same cycle")
+            if key_fire:
+                k = unpack(KEY_LAYOUT, dut.key__payload.value)
+                self.model.install_key(k["ctx"], k["key"])
+            if i_fire:
+                op = unpack(IN_LAYOUT, dut.i__payload.value)
+                answer = self.model.step(op["block"], op["ctx"], op["op"], op["decrypt"])
+                label = self.labels.popleft() if self.labels else None
+                self.expected.append((answer, op, label))
+
+    async def _check(self):
+        while True:
+            raw = await self.sink.recv(timeout_cycles=1 << 30)
+            got = unpack(OUT_LAYOUT, raw)
+            if not self.expected:
+                self.errors.append(f"output with no op outstanding: {got}")
+                continue
+            (block, tag_ok, err), op, label = self.expected.popleft()
+            want = {"block": block, "ctx": op["ctx"], "op": op["op"], "tag_ok": tag_ok, "err": err}
+            if got != want:
+                self.errors.append(f"op {label}: RTL {fmt(got)} != model {fmt(want)} for input {fmt(op)}")
+            self.results.append((label, got))
+
+    def install(self, ctx, key: bytes):
+        self.key_src.send(pack(KEY_LAYOUT, ctx=ctx, key=le(key)))
+
+    def op(self, ctx, op, block=0, decrypt=0, label=None):
+        self.labels.append(label)
+        self.i_src.send(pack(IN_LAYOUT, block=block, ctx=ctx, op=op, decrypt=decrypt))
+
+    async def feed(self, items):
+        """Send ("key", ctx, key) and ("op", ctx, op, block, decrypt, label) items so that
+        they are accepted in list order: a key install waits until every earlier op is
+        taken and an op until every earlier install is taken."""
+        for item in items:
+            if item[0] == "key":
+                while not self.i_src.empty():
+                    await RisingEdge(self.clk)
+                self.install(*item[1:])
+            else:
+                while not self.key_src.empty():
+                    await RisingEdge(self.clk)
+                self.op(*item[1:])
+
+    async def drain(self, timeout=200_000):
+        for _ in range(timeout):
+            if self.key_src.empty() and self.i_src.empty() and not self.expected and not self.labels:
+                break
+            await RisingEdge(self.clk)
+        else:
+            raise AssertionError(f"not drained: {len(self.expected)} ops unanswered")
+        assert not self.errors, f"{len(self.errors)} mismatches, first: " + "; ".join(self.errors[:3])
+
+    async def run(self, items):
+        await self.feed(items)
+        await self.drain()
+
+    async def reset(self, cycles=2):
+        await super().reset(cycles)
+        self.model.reset()
+
+
+def fmt(d):
+    return {k: (f"{v:#x}" if isinstance(v, int) and v > 9 else getattr(v, "name", v)) for k, v in d.items()}
+
+
+def frame_items(ctx, nonce: bytes, blocks, decrypt, mac=0, label=None):
+    items = [("op", ctx, Op.IV, j0_block(nonce), decrypt, (label, "iv"))]
+    items += [("op", ctx, Op.DATA, b, decrypt, (label, "data", n)) for n, b in enumerate(blocks)]
+    items += [("op", ctx, Op.MAC, mac, decrypt, (label, "mac"))]
+    return items
+
+
+def frame_outputs(tb, label):
+    """(iv, data blocks, tag, tag_ok, errs) that the RTL produced for frame *label*."""
+    outs = [(lab, got) for lab, got in tb.results if lab and lab[0] == label]
+    data = [got["block"] for lab, got in outs if lab[1] == "data"]
+    mac = [got for lab, got in outs if lab[1] == "mac"][0]
+    errs = sum(got["err"] for _, got in outs)
+    return data, mac["block"], mac["tag_ok"], errs
+
+
+def interleave(frames):
+    """Merge per-frame item lists into one stream at random, keeping each list's order."""
+    queues = [deque(f) for f in frames if f]
+    out = []
+    while queues:
+        q = random.choice(queues)
+        out.append(q.popleft())
+        if not q:
+            queues.remove(q)
+    return out
+
+
+@cocotb.test()
+async def cavp_vectors(dut):
+    """Every CAVP case that fits the engine (96-bit IV, empty AAD, 128-bit tag, non-empty
+    block-aligned text), encrypt and decrypt, FAIL cases included, checked against the file."""
+    tb = GcmTB(dut)
+    await tb.reset()
+    items, cases = [], []
+    for fname, decrypt in (("gcmEncryptExtIV256.rsp", 0), ("gcmDecrypt256.rsp", 1)):
+        for n, rec in enumerate(cavp_cases(fname)):
+            ctx = len(cases) % CONTEXTS
+            key, nonce = bytes.fromhex(rec["KEY"]), bytes.fromhex(rec["IV"])
+            pt, ct = blocks_of(bytes.fromhex(rec.get("PT", ""))), blocks_of(bytes.fromhex(rec["CT"]))
+            tag = le(bytes.fromhex(rec["TAG"]))
+            label = (fname, n)
+            items += [("key", ctx, key)]
+            items += frame_items(ctx, nonce, ct if decrypt else pt, decrypt, tag if decrypt else 0, label)
+            cases.append((label, decrypt, pt, ct, tag, bool(rec.get("FAIL"))))
+    await tb.run(items)
+    fails = 0
+    for label, decrypt, pt, ct, tag, fail in cases:
+        data, tag_out, tag_ok, errs = frame_outputs(tb, label)
+        assert errs == 0, f"{label}: err set"
+        if not decrypt:
+            assert data == ct and tag_out == tag and not tag_ok, f"{label}: ciphertext or tag differs from CAVP"
+        elif fail:
+            fails += 1
+            assert not tag_ok, f"{label}: CAVP FAIL case accepted"
+        else:
+            assert tag_ok and data == pt, f"{label}: plaintext differs or tag rejected"
+    assert len(cases) > 20 and fails > 0, f"only {len(cases)} CAVP cases, {fails} FAIL"
+    tb.log.info("CAVP: %d cases through the RTL, %d FAIL cases rejected", len(cases), fails)
+
+
+def random_traffic(frames_per_ctx, max_blocks=62, forge=0.2, rekey=0.3):
+    """Frames on all contexts: random keys, nonces, lengths 1..max_blocks, encrypt and
+    decrypt (decrypt frames sealed by OpenSSL, some with a forged tag), key reinstalls
+    between frames. Returns (per-context item lists, frame descriptions)."""
+    lists, frames = [], []
+    for ctx in range(CONTEXTS):
+        key = random.randbytes(32)
+        items = [("key", ctx, key)]
+        for f in range(frames_per_ctx):
+            if f and random.random() < rekey:
+                key = random.randbytes(32)
+                items.append(("key", ctx, key))
+            nonce = random.randbytes(12)
+            pt = random.randbytes(16 * random.randint(1, max_blocks))
+            decrypt = random.random() < 0.5
+            label = ("frame", ctx, f)
+            if decrypt:
+                sealed = AESGCM(key).encrypt(nonce, pt, None)
+                ct, tag = sealed[:-16], sealed[-16:]
+                forged = random.random() < forge
+                if forged:
+                    bit = random.randrange(128)
+                    tag = (le(tag) ^ (1 << bit)).to_bytes(16, "little")
+                items += frame_items(ctx, nonce, blocks_of(ct), 1, le(tag), label)
+                frames.append((label, key, nonce, pt, True, forged))
+            else:
+                items += frame_items(ctx, nonce, blocks_of(pt), 0, 0, label)
+                frames.append((label, key, nonce, pt, False, False))
+        lists.append(items)
+    return lists, frames
+
+
+def check_openssl(tb, frames):
+    """Frames the RTL sealed open in OpenSSL; OpenSSL's frames opened in the RTL."""
+    for label, key, nonce, pt, decrypt, forged in frames:
+        data, tag, tag_ok, errs = frame_outputs(tb, label)
+        assert errs == 0, f"{label}: err set on a legal frame"
+        if decrypt:
+            assert data == blocks_of(pt), f"{label}: RTL decryption differs from the plaintext"
+            assert tag_ok == (not forged), f"{label}: tag_ok={tag_ok} for a {'forged' if forged else 'genuine'} tag"
+        else:
+            sealed = b"".join(b.to_bytes(16, "little") for b in data) + tag.to_bytes(16, "little")
+            assert AESGCM(key).decrypt(nonce, sealed, None) == pt, f"{label}: OpenSSL rejects the RTL frame"
+
+
+@cocotb.test()
+@cocotb.parametrize(idle=[0.0, 0.3], stall=[0.0, 0.4])
+async def random_interleaved(dut, idle, stall):
+    """All 16 contexts interleaved op by op, frames of 1..62 blocks, encrypt and decrypt,
+    forged tags, key reinstalls, with idle cycles and back-pressure."""
+    tb = GcmTB(dut, idle, stall)
+    await tb.reset()
+    lists, frames = random_traffic(frames_per_ctx=4 if (idle or stall) else 6)
+    await tb.run(interleave(lists))
+    check_openssl(tb, frames)
+
+
+@cocotb.test()
+async def back_to_back_same_context(dut):
+    """One context sends whole frames back to back, then frames of two contexts alternate
+    every cycle: no bubble is needed at a frame boundary or a context switch."""
+    tb = GcmTB(dut)
+    await tb.reset()
+    lists, frames = random_traffic(frames_per_ctx=3, max_blocks=8, rekey=0)
+    ops = [[it for it in lst if it[0] == "op"] for lst in lists[:3]]
+    items = [it for lst in lists[:3] for it in lst if it[0] == "key"]
+    items += ops[0]                                   # one context, frames back to back
+    alternate = [it for pair in zip(ops[1], ops[2]) for it in pair]
+    n = len(alternate) // 2
+    items += alternate + ops[1][n:] + ops[2][n:]      # two contexts, switching every op
+    await tb.run(items)
+    check_openssl(tb, [f for f in frames if f[0][1] in (0, 1, 2)])
+
+
+async def _keyed(tb, ctxs=range(CONTEXTS)):
+    await tb.run([("key", c, random.randbytes(32)) for c in ctxs])
+
+
+@cocotb.test()
+async def misuse_data_and_mac_on_idle(dut):
+    """DATA or MAC on an idle (keyed) context: err, block 0."""
+    tb = GcmTB(dut)
+    await tb.reset()
+    await _keyed(tb, [3])
+    await tb.run([("op", 3, Op.DATA, random.getrandbits(128), 0, "d"), ("op", 3, Op.MAC, 0, 1, "m")])
+    assert [(g["err"], g["block"]) for _, g in tb.results] == [(1, 0), (1, 0)]
+
+
+@cocotb.test()
+async def misuse_no_key(dut):
+    """Every op on a context that never had a key: err, block 0."""
+    tb = GcmTB(dut)
+    await tb.reset()
+    iv = j0_block(random.randbytes(12))
+    await tb.run([("op", c, op, iv, 0, (c, op)) for c in range(CONTEXTS) for op in Op])
+    assert all(g["err"] == 1 and g["block"] == 0 for _, g in tb.results) and len(tb.results) == 3 * CONTEXTS
+
+
+@cocotb.test()
+async def misuse_bad_iv_tail(dut):
+    """An IV whose bytes 12..15 are not 00 00 00 01: err, block 0, context stays idle."""
+    tb = GcmTB(dut)
+    await tb.reset()
+    await _keyed(tb, [7])
+    nonce = le(random.randbytes(12))
+    for tail in (0x00000000, 0x02000000, 0x01000001, 0xFFFFFFFF, 0x00000001):
+        await tb.run([("op", 7, Op.IV, nonce | tail << 96, 0, tail), ("op", 7, Op.DATA, 5, 0, "d")])
+    assert all(g["err"] == 1 and g["block"] == 0 for _, g in tb.results)
+
+
+@cocotb.test()
+async def misuse_iv_on_active(dut):
+    """IV on an active context: err, block 0, and the abandoned frame can never produce a
+    tag (DATA and MAC after it err)."""
+    tb = GcmTB(dut)
+    await tb.reset()
+    await _keyed(tb, [2])
+    n1, n2 = random.randbytes(12), random.randbytes(12)
+    await tb.run([("op", 2, Op.IV, j0_block(n1), 0, "iv1"), ("op", 2, Op.DATA, 1, 0, "d1"),
+                  ("op", 2, Op.IV, j0_block(n2), 0, "iv2"), ("op", 2, Op.DATA, 2, 0, "d2"),
+                  ("op", 2, Op.MAC, 0, 0, "m")])
+    got = {lab: g for lab, g in tb.results}
+    assert got["iv1"]["err"] == 0 and got["d1"]["err"] == 0
+    for lab in ("iv2", "d2", "m"):
+        assert got[lab]["err"] == 1 and got[lab]["block"] == 0, f"{lab}: {got[lab]}"
+
+
+@cocotb.test()
+async def key_install_abandons_frame(dut):
+    """A key install on a context with an open frame leaves it idle; the other contexts'
+    frames in flight are not disturbed, and ops after the install see the new key."""
+    tb = GcmTB(dut)
+    await tb.reset()
+    lists, frames = random_traffic(frames_per_ctx=1, max_blocks=4, rekey=0)
+    items = [it for lst in lists for it in lst if it[0] == "key"]
+    ops = interleave([[it for it in lst if it[0] == "op"] for lst in lists])
+    cut = len(ops) // 2
+    new_key = random.randbytes(32)
+    victim = next(it[1] for it in ops[cut:] if it[3] is not Op.IV)  # has an open frame at the cut
+    items += ops[:cut] + [("key", victim, new_key)] + ops[cut:]
+    await tb.run(items)
+    victim_label = ("frame", victim, 0)
+    tail = [g for lab, g in tb.results if lab and lab[0] == victim_label and g["err"]]
+    assert tail, "ops of the abandoned frame did not err after the key install"
+    check_openssl(tb, [f for f in frames if f[0][1] != victim])
+    # and the new key is in use: a fresh frame under it opens in OpenSSL
+    tb.results.clear()
+    nonce, pt = random.randbytes(12), random.randbytes(48)
+    await tb.run(frame_items(victim, nonce, blocks_of(pt), 0, 0, "new"))
+    check_openssl(tb, [("new", new_key, nonce, pt, False, False)])
+
+
+def _holders(dut, words):
+    found = []
+    for sig in _signals(dut):
+        if sig._name.startswith(("i__", "key__")):
+            continue
+        try:
+            value = sig.value
+            width, raw = len(value), int(value)
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if width >= 32 and any(w in raw.to_bytes((width + 7) // 8, "little") for w in words):
+            found.append(sig._path)
+    return found
+
+
+def _signals(handle):
+    for child in handle:
+        if isinstance(child, HierarchyObject):
+            yield from _signals(child)
+        else:
+            yield child
+
+
+@cocotb.test()
+async def reset_mid_traffic(dut):
+    """Reset with frames in flight on every context: no output from before the reset comes
+    out after it, no register keeps a word of a key, every context answers err until it
+    gets a new key, and traffic after new keys is correct."""
+    tb = GcmTB(dut, idle=0.2, stall=0.3)
+    await tb.reset()
+    lists, frames = random_traffic(frames_per_ctx=2, max_blocks=20, rekey=0)
+    keys = [it[2] for lst in lists for it in lst if it[0] == "key"]
+    feeder = cocotb.start_soon(tb.feed(interleave(lists)))
+    for _ in range(300):
+        await RisingEdge(tb.clk)
+    assert not tb.errors, tb.errors[:3]
+    words = {k[i:i + 4] for k in keys for i in range(0, 32, 4)}
+    await ReadOnly()
+    assert _holders(dut, words), "control: no register holds a key word before the reset"
+    await RisingEdge(tb.clk)
+    feeder.cancel()
+    tb.key_src.clear()
+    tb.i_src.clear()
+    tb.labels.clear()
+    await tb.reset()
+    # what was in flight is gone: nothing may come out from here on
+    tb.expected.clear()
+    tb.sink.clear()
+    tb.errors.clear()
+    for _ in range(40):
+        await RisingEdge(tb.clk)
+    assert not tb.errors and not tb.sink.queue, f"output after reset: {tb.errors[:2]}"
+    await ReadOnly()
+    holders = _holders(dut, words)
+    assert not holders, f"after reset these signals hold key words: {holders[:5]}"
+    await RisingEdge(tb.clk)
+    tb.results.clear()
+    tb.errors.clear()
+    iv = j0_block(random.randbytes(12))
+    await tb.run([("op", c, Op.IV, iv, 0, c) for c in range(CONTEXTS)])
+    assert all(g["err"] == 1 for _, g in tb.results), "a context worked after reset without a key"
+    tb.results.clear()
+    lists, frames = random_traffic(frames_per_ctx=1, max_blocks=6, rekey=0)
+    await tb.run(interleave(lists))
+    check_openssl(tb, frames)
+
+
+def test_gcm_core():
+    """pytest entry: the cocotb regression of gcm_core on Verilator."""
+    from tb.common.sim import run
+
+    run("gcm_core", "tb.gcm.test_gcm")
