@@ -1,5 +1,5 @@
 """Benchmark of ``gcm_core``: sustained operations per cycle over 16 interleaved contexts
-and over one context, op latency, key-install cost. Run by ``make bench``."""
+and over one context, and op latency. Run by ``make bench``."""
 import random
 import time
 from collections import deque
@@ -88,36 +88,6 @@ async def sixteen_contexts(dut):
 @cocotb.test()
 async def one_context(dut):
     await measure(dut, 1, "ctx1")
-
-
-@cocotb.test()
-async def key_install(dut):
-    """Key-install cost: an install takes one pipeline slot; an op sent right behind it is
-    accepted the next cycle and already uses the new key (checked by the regression)."""
-    tb = TB(dut)
-    key_src = StreamSource(dut, "key", tb.clk)
-    i_src = StreamSource(dut, "i", tb.clk)
-    sink = StreamSink(dut, "o", tb.clk)
-    await tb.reset()
-    while not int(dut.key__ready.value):
-        await RisingEdge(tb.clk)
-    key_src.send(pack(key_layout(), ctx=5, key=random.getrandbits(256)))
-    cycle, key_at, iv_at, out_at = 0, None, None, None
-    while out_at is None:
-        await RisingEdge(tb.clk)
-        if key_at is not None and iv_at is None and i_src.empty():
-            # the IV goes out in the cycle right after the install was accepted
-            i_src.send(pack(input_layout, block=j0_block(bytes(12)), ctx=5, op=Op.IV, decrypt=0))
-        await ReadOnly()
-        cycle += 1
-        if key_at is None and int(dut.key__valid.value) and int(dut.key__ready.value):
-            key_at = cycle
-        if iv_at is None and int(dut.i__valid.value) and int(dut.i__ready.value):
-            iv_at = cycle
-        if int(dut.o__valid.value):
-            out_at = cycle
-    assert unpack(output_layout, sink.queue[0] if sink.queue else int(dut.o__payload.value))["err"] == 0
-    record(key_install_slot_cycles=iv_at - key_at, key_to_first_op_result_cycles=out_at - key_at)
 
 
 def bench():

@@ -1,0 +1,1 @@
+"""cocotb regression and benchmark of pcie_rdtable."""

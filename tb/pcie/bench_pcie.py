@@ -1,0 +1,208 @@
+"""Benchmark of ``pcie_rdtable``: requests and completion beats per cycle under load, the
+request and lookup latency, and the request rate a long host round trip leaves.
+
+Run by ``make bench`` / ``scripts/bench.py pcie`` (default parameters: 256 entries).
+Area and gate levels of the default table come from ``scripts/synth.py``; for other sizes
+run ``python -m tb.pcie.bench_pcie --area 64`` (Yosys, minutes; cached like synth.py).
+"""
+import heapq
+import random
+import time
+
+import cocotb
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from hw.sxp.packet import Kind
+from sw.pcie import Beat, completion_packets, decode, encode, header, random_split
+from tb.common.bench import record
+from tb.common.stream import StreamSink, StreamSource
+from tb.common.tb import TB
+
+RCB, MPS = 64, 256
+
+
+class Bench(TB):
+    """Lean drivers: requests pre-queued, outputs always ready, a host that answers each
+    request ``latency`` cycles after it left on req_o (no scoreboard: the regression in
+    test_pcie.py checks correctness; here only the cc count and error counter)."""
+
+    def __init__(self, dut):
+        super().__init__(dut)
+        dut.timeout.value = 0
+        self.req_src = StreamSource(dut, "req_i", self.clk)
+        self.cpl_src = StreamSource(dut, "cpl_i", self.clk)
+        self.req_sink = StreamSink(dut, "req_o", self.clk)
+        self.cpl_sink = StreamSink(dut, "cpl_o", self.clk)
+        self.cycle = 0
+        self.req_cycles, self.out_cycles, self.first_beats = [], [], []
+        self.cc = 0
+        self.req_out_first = None     # first cycle req_o was valid
+        self.latency, self.split = 0, "coarsest"
+        self.due = []          # heap of (cycle, seq, packets)
+        self.seq = 0
+        self.lookups = []      # (cycle cpl_i took a first beat, cycle cpl_o valid with it)
+        cocotb.start_soon(self._watch())
+        cocotb.start_soon(self._host())
+
+    async def _watch(self):
+        d = self.dut
+        pending_first = None
+        while True:
+            await RisingEdge(self.clk)
+            await ReadOnly()
+            self.cycle += 1
+            if int(d.req_i__valid.value) and int(d.req_i__ready.value):
+                self.req_cycles.append(self.cycle)
+            if int(d.req_o__valid.value) and self.req_out_first is None:
+                self.req_out_first = self.cycle
+            if int(d.cpl_o__valid.value):
+                if pending_first is not None:
+                    self.lookups.append(self.cycle - pending_first)
+                    pending_first = None
+                if int(d.cpl_o__ready.value):
+                    self.out_cycles.append(self.cycle)
+            if int(d.cpl_i__valid.value) and int(d.cpl_i__ready.value) and len(self.lookups) < 100:
+                if decode(d.cpl_i__payload.value).first and pending_first is None:
+                    pending_first = self.cycle
+
+    async def _host(self):
+        while True:
+            await RisingEdge(self.clk)
+            while self.req_sink.queue:
+                b = decode(self.req_sink.queue.popleft())
+                h = b.hdr
+                split = random_split(h["addr"], h["length"], RCB, MPS, random, self.split)
+                pkts = completion_packets(h["tag"], h["addr"], bytes(h["length"]), split)
+                self.seq += 1
+                heapq.heappush(self.due, (self.cycle + self.latency, self.seq, pkts))
+            n = 0
+            while self.due and self.due[0][0] <= self.cycle and len(self.cpl_src.queue) < 64:
+                _, _, pkts = heapq.heappop(self.due)
+                for pkt in pkts:
+                    for beat in pkt:
+                        self.cpl_src.send(encode(beat))
+                n += 1
+            while self.cpl_sink.queue:
+                b = decode(self.cpl_sink.queue.popleft())
+                if b.last and b.hdr["cc"]:
+                    self.cc += 1
+
+    def requests(self, count, length):
+        for k in range(count):
+            hdr = header(kind=Kind.READ_REQ, tile=k % 1472, key_index=k % 16, aes=k & 1,
+                         addr=0x1000_0000 + 0x400 * (k % 4096), length=length)
+            self.req_src.send(encode(Beat(0, hdr, 1, 1)))
+
+    async def run(self, count, length, latency, split="coarsest"):
+        """*count* reads of *length* bytes; returns (requests/cycle, cpl beats/cycle)."""
+        self.latency, self.split = latency, split
+        self.req_cycles, self.out_cycles, self.cc = [], [], 0
+        self.requests(count, length)
+        while self.cc < count:
+            await RisingEdge(self.clk)
+        assert int(self.dut.err_count.value) == 0 and int(self.dut.outstanding.value) == 0
+        r, o = self.req_cycles, self.out_cycles
+        return (round(len(r) / (r[-1] - r[0] + 1), 4), round(len(o) / (o[-1] - o[0] + 1), 4),
+                len(o))
+
+
+@cocotb.test()
+async def throughput(dut):
+    """Three loads, outputs always ready:
+    - 20,000 reads of 16 bytes, host round trip 64 cycles: one request and one completion
+      beat per cycle at once (the lookup for a completion on every cycle);
+    - 500 reads of 1 KiB, uniformly random legal splits, round trip 64: completion beats
+      per cycle (requests then wait on the data, 1/64 per cycle);
+    - 4,000 reads of 16 bytes with a 512-cycle round trip: the table (256 tags) fills, and
+      the request rate is entries / round trip."""
+    tb = Bench(dut)
+    await tb.reset()
+    wall = time.monotonic()
+    req_rate, beat_rate, _ = await tb.run(20_000, 16, 64)
+    _, big_beat_rate, beats = await tb.run(500, 1024, 64, split="uniform")
+    long_req_rate, _, _ = await tb.run(4_000, 16, 512)
+    wall = time.monotonic() - wall
+    lookups = sorted(set(tb.lookups))
+    record(requests_per_cycle=req_rate, cpl_beats_per_cycle_16B_reads=beat_rate,
+           cpl_beats_per_cycle_1KiB_reads=big_beat_rate,
+           requests_per_cycle_512_cycle_round_trip=long_req_rate,
+           lookup_latency_cycles=lookups[0] if len(lookups) == 1 else lookups,
+           sim_cycles_per_second=round(tb.cycle / wall))
+
+
+@cocotb.test()
+async def latency(dut):
+    """Request latency: req_i accepted → req_o valid, outputs ready."""
+    tb = Bench(dut)
+    await tb.reset()
+    tb.requests(1, 16)
+    for _ in range(10):
+        await RisingEdge(tb.clk)
+    record(request_latency_cycles=tb.req_out_first - tb.req_cycles[0])
+
+
+def bench():
+    from tb.common.bench import run_bench
+
+    figures = run_bench("pcie_rdtable", "tb.pcie.bench_pcie", "throughput")
+    figures.update({k: v for k, v in run_bench("pcie_rdtable", "tb.pcie.bench_pcie", "latency").items()
+                    if k != "wall_seconds"})
+    return {"pcie_rdtable": figures}
+
+
+def area(entries):
+    """Synthesise ``pcie_rdtable`` with *entries* entries (other parameters default) with
+    the flow of scripts/synth.py; cached in sim_build/reports/area/pcie_rdtable-entries_N.json."""
+    import hashlib
+    import json
+    import re
+    import subprocess
+
+    from scripts import synth
+    from scripts.verilog import generate
+
+    params = {"entries": entries} if entries != 256 else {}
+    if not params:
+        return synth.synthesise("pcie_rdtable")
+    name = f"pcie_rdtable-entries_{entries}"
+    verilog = generate("pcie_rdtable", params)
+    digest = hashlib.sha256(verilog.read_bytes() + synth.LIBERTY.read_bytes() +
+                            synth._script("", "").encode()).hexdigest()[:16]
+    cache = synth.REPORTS / "area" / f"{name}.json"
+    if cache.exists() and json.loads(cache.read_text()).get("hash") == digest:
+        return json.loads(cache.read_text())
+    work = synth.ROOT / "sim_build" / "synth" / name
+    work.mkdir(parents=True, exist_ok=True)
+    ltp, stat = work / "ltp.txt", work / "stat.txt"
+    script = synth._script(verilog, "pcie_rdtable").replace("{ltp}", str(ltp)).replace("{stat}", str(stat))
+    (work / "synth.ys").write_text(script + "\n")
+    start = time.monotonic()
+    with open(work / "yosys.log", "w") as log:
+        subprocess.run([synth.find_yosys(), "-q", "-s", str(work / "synth.ys")], check=True,
+                       stdout=log, stderr=subprocess.STDOUT)
+    cells, total = synth._parse_stat(stat.read_text())
+    report = {"design": name, "hash": digest,
+              "cells": {k: v for k, v in sorted(cells.items()) if k.isupper()},
+              "flip_flops": cells.get("DFF", 0), "area_ge": round(total, 1),
+              "area_um2_45nm": round(total * synth.NAND2_UM2_45NM, 1),
+              "longest_path_levels": int(re.search(r"length=(\d+)", ltp.read_text()).group(1)),
+              "synth_seconds": round(time.monotonic() - start, 1)}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(report, indent=1))
+    return report
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--area", type=int, nargs="+", metavar="ENTRIES",
+                        help="synthesise these table sizes and print their area")
+    args = parser.parse_args()
+    if args.area:
+        for n in args.area:
+            r = area(n)
+            print(json.dumps({k: v for k, v in r.items() if k != "cells"}))
+    else:
+        print(json.dumps(bench(), indent=1))
