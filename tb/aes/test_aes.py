@@ -7,7 +7,6 @@ import os
 import random
 
 import cocotb
-from cocotb.handle import HierarchyObject
 from cocotb.triggers import ReadOnly, RisingEdge
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
@@ -15,6 +14,7 @@ from hw.aes import AES256
 from hw.aes.layout import input_layout, output_layout
 from sw.cavp import open_rsp, parse_rsp
 from tb.common.payload import pack, unpack
+from tb.common.scrub import holders
 from tb.common.stream import StreamSink, StreamSource, never, random_pause
 from tb.common.tb import TB
 
@@ -132,33 +132,6 @@ async def fixed_latency(dut):
     assert entered == list(range(entered[0], entered[0] + 64)), "input did not accept one block per cycle"
 
 
-def _signals(handle):
-    """Every signal below *handle* (Verilator exposes them all with --public-flat-rw)."""
-    for child in handle:
-        if isinstance(child, HierarchyObject):
-            yield from _signals(child)
-        else:
-            yield child
-
-
-def _holders(dut, key):
-    """Paths of the (>= 32-bit) internal signals whose value contains a 32-bit word of *key*
-    (the input port, which the testbench drives, is left out)."""
-    words = {key[i:i + 4] for i in range(0, len(key), 4)}
-    found = []
-    for sig in _signals(dut):
-        if sig._name.startswith("i__"):
-            continue
-        try:
-            value = sig.value
-            width, raw = len(value), int(value)
-        except (TypeError, ValueError, AttributeError):
-            continue
-        if width >= 32 and any(w in raw.to_bytes((width + 7) // 8, "little") for w in words):
-            found.append(sig._path)
-    return found
-
-
 @cocotb.test()
 async def reset_midstream(dut):
     """Reset in the middle of a stream: nothing sent before the reset comes out after it,
@@ -175,7 +148,7 @@ async def reset_midstream(dut):
     # reset with the pipeline full of blocks under `secret`; first show that the scan
     # below does find the key in the pipeline registers, so its verdict after reset counts
     await ReadOnly()
-    assert _holders(dut, secret), "key scan found no register holding the key before reset"
+    assert holders(dut, [secret], ("i__",)), "key scan found no register holding the key before reset"
     await RisingEdge(tb.clk)
     tb.source.clear()
     dut.rst.value = 1
@@ -194,8 +167,8 @@ async def reset_midstream(dut):
     assert refused > 0, "input accepted right after reset, before the pipeline was scrubbed"
     await RisingEdge(tb.clk)
     assert not tb.sink.queue, f"{len(tb.sink.queue)} blocks from before the reset came out after it"
-    holders = _holders(dut, secret)
-    assert not holders, f"after reset these signals still hold a word of the old key: {holders[:5]}"
+    left = holders(dut, [secret], ("i__",))
+    assert not left, f"after reset these signals still hold a word of the old key: {left[:5]}"
     pairs = []
     for _ in range(200):
         key, block = random.randbytes(32), random.randbytes(16)

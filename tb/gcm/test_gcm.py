@@ -11,7 +11,6 @@ import random
 from collections import deque
 
 import cocotb
-from cocotb.handle import HierarchyObject
 from cocotb.triggers import ReadOnly, RisingEdge
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -19,6 +18,7 @@ from hw.gcm.layout import Op, input_layout, key_layout, output_layout
 from sw.gcm.model import GcmCoreModel, j0_block
 from sw.gcm.vectors import blocks_of, cavp_cases, le
 from tb.common.payload import pack, unpack
+from tb.common.scrub import holders
 from tb.common.stream import StreamSink, StreamSource, never, random_pause
 from tb.common.tb import TB
 
@@ -332,29 +332,6 @@ async def key_install_abandons_frame(dut):
     check_openssl(tb, [("new", new_key, nonce, pt, False, False)])
 
 
-def _holders(dut, words):
-    found = []
-    for sig in _signals(dut):
-        if sig._name.startswith(("i__", "key__")):
-            continue
-        try:
-            value = sig.value
-            width, raw = len(value), int(value)
-        except (TypeError, ValueError, AttributeError):
-            continue
-        if width >= 32 and any(w in raw.to_bytes((width + 7) // 8, "little") for w in words):
-            found.append(sig._path)
-    return found
-
-
-def _signals(handle):
-    for child in handle:
-        if isinstance(child, HierarchyObject):
-            yield from _signals(child)
-        else:
-            yield child
-
-
 @cocotb.test()
 async def reset_mid_traffic(dut):
     """Reset with frames in flight on every context: no output from before the reset comes
@@ -368,9 +345,8 @@ async def reset_mid_traffic(dut):
     for _ in range(300):
         await RisingEdge(tb.clk)
     assert not tb.errors, tb.errors[:3]
-    words = {k[i:i + 4] for k in keys for i in range(0, 32, 4)}
     await ReadOnly()
-    assert _holders(dut, words), "control: no register holds a key word before the reset"
+    assert holders(dut, keys, ("i__", "key__")), "control: no register holds a key word before the reset"
     await RisingEdge(tb.clk)
     feeder.cancel()
     tb.key_src.clear()
@@ -385,8 +361,8 @@ async def reset_mid_traffic(dut):
         await RisingEdge(tb.clk)
     assert not tb.errors and not tb.sink.queue, f"output after reset: {tb.errors[:2]}"
     await ReadOnly()
-    holders = _holders(dut, words)
-    assert not holders, f"after reset these signals hold key words: {holders[:5]}"
+    left = holders(dut, keys, ("i__", "key__"))
+    assert not left, f"after reset these signals hold key words: {left[:5]}"
     await RisingEdge(tb.clk)
     tb.results.clear()
     tb.errors.clear()
