@@ -15,7 +15,9 @@ READY  := $(VENV)/.installed
 REPORTS := sim_build/reports
 CONTRACTS := ../shared/tools/check_contracts.py
 
+ifneq ($(SEED),)
 export SEED
+endif
 export PYTHONPATH := $(CURDIR)
 
 # BLOCK may name a block folder (aes, gcm, …) or a design (aes256, gcm_core, …); a block

@@ -1,0 +1,120 @@
+"""Layouts and enums of the ``bcu`` (DESIGN.md § bcu), defined once.
+
+The RTL (:mod:`hw.gpushield.core`), the golden model and driver shim (:mod:`sw.gpushield`)
+and the testbenches (:mod:`tb.gpushield`) all take bit positions from here. Struct fields
+are packed in the order written, the first in the lowest bits.
+
+- :data:`POINTER` — a 64-bit tagged pointer: ``addr`` bits 47..0, ``meta`` bits 61..48
+  (the encrypted buffer id of a Type 2 pointer, or ``log2_size`` bits 53..48 and
+  ``reserved`` bits 61..54 of a Type 3 pointer), ``type`` bits 63..62.
+- :data:`RBT_ENTRY` — one 128-bit Region Bounds Table entry (16 bytes in GPU memory).
+- :func:`req_layout` / :data:`RESP` / :data:`MEM_REQ` / :data:`MEM_RESP` — stream payloads.
+- :func:`log_layout` — the ``log_first`` output (our choice; see docs/gpushield.md).
+- :data:`CACHE_ENTRY` — what one RCache entry keeps besides its tag (RTL internal, and the
+  storage figure of the benchmark).
+"""
+from amaranth.lib import data, enum
+from amaranth.utils import bits_for
+
+__all__ = ["VA_BITS", "ID_BITS", "HALF_BITS", "KEY_BITS", "TAG_BITS", "KERNEL_ID_BITS",
+           "SIZE_BITS", "COUNTER_BITS", "RBT_ENTRIES", "RBT_ENTRY_BYTES", "MAX_LANES",
+           "PtrType", "Cause", "T3_META", "POINTER", "RBT_ENTRY", "CACHE_ENTRY", "RESP",
+           "MEM_REQ", "MEM_RESP", "check_lanes", "lane_bits", "req_layout", "log_layout"]
+
+VA_BITS = 48            # virtual address bits of a pointer
+ID_BITS = 14            # buffer id: 16,384 RBT entries
+HALF_BITS = ID_BITS // 2  # a Feistel half
+KEY_BITS = 64           # per-launch id key
+TAG_BITS = 16           # request tag
+KERNEL_ID_BITS = 12
+SIZE_BITS = 32          # buffer size in an RBT entry
+COUNTER_BITS = 32
+RBT_ENTRIES = 1 << ID_BITS
+RBT_ENTRY_BYTES = 16
+MAX_LANES = 64
+
+
+class PtrType(enum.Enum, shape=2):
+    """Pointer bits 63..62."""
+    T1 = 0       # proven safe by the compiler: not checked
+    T2 = 1       # bits 61..48 = encrypted 14-bit buffer id: RBT lookup
+    T3 = 2       # bits 53..48 = log2 buffer size, buffer aligned to its size: no lookup
+    INVALID = 3
+
+
+class Cause(enum.Enum, shape=3):
+    """``resp.cause`` and the cause in ``log_first``."""
+    NONE = 0
+    OUT_OF_BOUNDS = 1
+    READ_ONLY = 2        # store to a read-only buffer
+    KERNEL = 3           # the entry belongs to another kernel
+    INVALID_ENTRY = 4    # the entry's valid bit is clear
+    POINTER_TYPE = 5     # a lane of invalid type, or of a type other than base's
+
+
+T3_META = data.StructLayout({"log2_size": 6, "reserved": 8})
+
+POINTER = data.StructLayout({
+    "addr": VA_BITS,
+    "meta": data.UnionLayout({"id": ID_BITS, "t3": T3_META}),
+    "type": PtrType,
+})
+
+RBT_ENTRY = data.StructLayout({
+    "base": VA_BITS,            # bits 47..0
+    "size": SIZE_BITS,          # bits 79..48
+    "valid": 1,                 # bit 80
+    "read_only": 1,             # bit 81
+    "kernel_id": KERNEL_ID_BITS,  # bits 93..82
+    "reserved": 128 - 94,       # zero; ignored by the BCU
+})
+
+# An RCache entry: the RBT entry with the kernel id already compared against the launch's
+# (the caches are flushed at every launch, so the comparison stays valid while cached).
+CACHE_ENTRY = data.StructLayout({
+    "base": VA_BITS,
+    "size": SIZE_BITS,
+    "valid": 1,
+    "read_only": 1,
+    "kernel_ok": 1,
+})
+
+RESP = data.StructLayout({"tag": TAG_BITS, "ok": 1, "cause": Cause})
+MEM_REQ = data.StructLayout({"addr": VA_BITS})
+MEM_RESP = data.StructLayout({"data": 128})
+
+
+def check_lanes(lanes):
+    """*lanes* if it is an int in 1..64, else TypeError / ValueError."""
+    if isinstance(lanes, bool) or not isinstance(lanes, int):
+        raise TypeError(f"lanes must be an int, not {lanes!r}")
+    if not 1 <= lanes <= MAX_LANES:
+        raise ValueError(f"lanes must be in 1..{MAX_LANES}, not {lanes}")
+    return lanes
+
+
+def lane_bits(lanes):
+    """Width of a lane number."""
+    return max(1, bits_for(check_lanes(lanes) - 1))
+
+
+def req_layout(lanes=32):
+    """The ``req`` payload: ``{base: 64, addr: 64 x lanes, mask: lanes, size_log2: 2,
+    store: 1, tag: 16}``; lane *k*'s pointer in bits ``64k+63..64k`` of ``addr``."""
+    check_lanes(lanes)
+    return data.StructLayout({
+        "base": POINTER,
+        "addr": data.ArrayLayout(POINTER, lanes),
+        "mask": lanes,
+        "size_log2": 2,
+        "store": 1,
+        "tag": TAG_BITS,
+    })
+
+
+def log_layout(lanes=32):
+    """``log_first``: the first violation since reset or the last launch —
+    ``{tag: 16, cause: 3, lane: log2 lanes, addr: 48}`` (72 bits for 32 lanes). ``addr``
+    is the virtual address of the offending lane (see docs/gpushield.md for which lane)."""
+    return data.StructLayout({"tag": TAG_BITS, "cause": Cause, "lane": lane_bits(lanes),
+                              "addr": VA_BITS})

@@ -1,0 +1,1 @@
+"""GPUShield software: golden model of the BCU, driver shim and warp trace generators."""

@@ -1,0 +1,186 @@
+"""Driver shim for GPUShield: what the GPU driver does around a kernel launch.
+
+- :class:`SparseMemory` — GPU memory as a sparse map of 16-byte words (the RBT lives here;
+  the BCU fetches entries from it over ``mem_req``/``mem_resp``).
+- :class:`Driver` — allocates buffers (global buffers, one local buffer per thread, one
+  heap region, and size-aligned Type 3 buffers) in a 48-bit virtual address space; at
+  every :meth:`Driver.launch` it draws a fresh 64-bit id key and a new kernel id, gives
+  every live buffer a fresh random unique 14-bit id, encrypts the ids into the buffers'
+  pointers and writes their RBT entries; it decodes the BCU's violation log.
+
+Entries of earlier launches stay in the table unless ``launch(scrub=True)`` invalidates
+them; the kernel-id check of the BCU rejects them (cause 3).
+"""
+import random
+from dataclasses import dataclass, field
+
+from hw.gpushield.layout import (Cause, ID_BITS, KERNEL_ID_BITS, KEY_BITS, RBT_ENTRIES,
+                                 RBT_ENTRY_BYTES, VA_BITS, log_layout)
+
+from .model import encrypt_id, pack_entry, t1_pointer, t2_pointer, t3_pointer, unpack_fields
+
+__all__ = ["SparseMemory", "Buffer", "Launch", "Violation", "Driver"]
+
+
+class SparseMemory:
+    """GPU memory in 16-byte words; unwritten words read as zero."""
+
+    def __init__(self):
+        self.words = {}
+
+    def read128(self, addr):
+        if addr % 16:
+            raise ValueError(f"unaligned 16-byte read at {addr:#x}")
+        return self.words.get(addr, 0)
+
+    def write128(self, addr, value):
+        if addr % 16:
+            raise ValueError(f"unaligned 16-byte write at {addr:#x}")
+        if not 0 <= value < (1 << 128):
+            raise ValueError("not a 128-bit value")
+        self.words[addr] = value
+
+
+@dataclass
+class Buffer:
+    name: str
+    base: int
+    size: int
+    kind: str                  # "global", "local", "heap" or "t3"
+    read_only: bool = False
+    log2_size: int = None      # Type 3 buffers
+    id: int = None             # this launch's buffer id (Type 2)
+
+    @property
+    def end(self):
+        return self.base + self.size
+
+
+@dataclass
+class Launch:
+    """One kernel launch: its configuration and the pointers the kernel receives."""
+    kernel_id: int
+    id_key: int
+    rbt_base: int
+    buffers: dict                       # name -> Buffer (ids of this launch)
+    pointers: dict = field(default_factory=dict)   # name -> tagged pointer to the base
+
+    def ptr(self, name, offset=0):
+        """The tagged pointer to byte *offset* of buffer *name* (pointer arithmetic keeps
+        the upper bits)."""
+        p = self.pointers[name]
+        return (p & ~((1 << VA_BITS) - 1)) | ((self.buffers[name].base + offset) & ((1 << VA_BITS) - 1))
+
+    @property
+    def config(self):
+        return {"rbt_base": self.rbt_base, "kernel_id": self.kernel_id, "id_key": self.id_key}
+
+
+@dataclass
+class Violation:
+    count: int
+    tag: int
+    cause: Cause
+    lane: int
+    addr: int
+
+
+class Driver:
+    """Buffers, ids, keys and the RBT of one GPU context."""
+
+    VA_START = 0x2000_0000_0000
+    ALIGN = 256                       # cudaMalloc alignment
+
+    def __init__(self, rng=None, mem=None, rbt_base=0x7000_0000_0000, lanes=32):
+        self.rng = rng or random.Random()
+        self.mem = mem if mem is not None else SparseMemory()
+        if rbt_base % 16 or rbt_base + RBT_ENTRIES * RBT_ENTRY_BYTES > (1 << VA_BITS):
+            raise ValueError(f"bad RBT base {rbt_base:#x}")
+        self.rbt_base = rbt_base
+        self.lanes = lanes
+        self.buffers = {}
+        self._next_va = self.VA_START
+        self.kernel_id = self.rng.randrange(1 << KERNEL_ID_BITS)
+        self.written = set()              # RBT entries written by any launch
+        self.current = None
+
+    # -------------------------------------------------------------- allocation
+    def _place(self, size, align, gap):
+        base = -(-(self._next_va + gap) // align) * align
+        self._next_va = base + max(size, 1)
+        if self._next_va >= self.rbt_base:
+            raise MemoryError("virtual address space exhausted")
+        return base
+
+    def alloc_global(self, name, size, read_only=False, gap=None):
+        """A global buffer of *size* bytes; *gap* bytes (default: random 0..2 KiB) before it."""
+        gap = self.rng.randrange(0, 2048) if gap is None else gap
+        return self._add(Buffer(name, self._place(size, self.ALIGN, gap), size, "global", read_only))
+
+    def alloc_local(self, name, size, threads):
+        """Per-thread local memory: one buffer (and id) per thread, ``name[i]``, packed
+        back to back; returns the names."""
+        names = []
+        for t in range(threads):
+            names.append(self._add(Buffer(f"{name}[{t}]", self._place(size, 16, 0), size, "local")).name)
+        return names
+
+    def alloc_heap(self, name, size):
+        """The kernel's heap: one region, one id (GPUShield protects the heap as a whole)."""
+        if any(b.kind == "heap" for b in self.buffers.values()):
+            raise ValueError("one heap region per context")
+        return self._add(Buffer(name, self._place(size, self.ALIGN, 0), size, "heap"))
+
+    def alloc_t3(self, name, log2_size, read_only=False):
+        """A Type 3 buffer: 2**log2_size bytes aligned to its size (checked without the RBT)."""
+        size = 1 << log2_size
+        return self._add(Buffer(name, self._place(size, size, 0), size, "t3", read_only, log2_size))
+
+    def _add(self, buf):
+        if buf.name in self.buffers:
+            raise ValueError(f"buffer {buf.name} exists")
+        if not 0 <= buf.size < (1 << 32):
+            raise ValueError("buffer size must fit in 32 bits")
+        self.buffers[buf.name] = buf
+        return buf
+
+    def free(self, name):
+        del self.buffers[name]
+
+    # -------------------------------------------------------------- launch
+    def launch(self, scrub=False):
+        """A new kernel launch: fresh key, kernel id and buffer ids; RBT written. Returns
+        the :class:`Launch` (program its ``config`` into the BCU, then pulse launch)."""
+        key = self.rng.getrandbits(KEY_BITS)
+        self.kernel_id = (self.kernel_id + 1 + self.rng.randrange(16)) % (1 << KERNEL_ID_BITS)
+        if scrub:
+            for i in self.written:
+                self.mem.write128(self.rbt_base + RBT_ENTRY_BYTES * i, 0)
+            self.written.clear()
+        checked = [b for b in self.buffers.values() if b.kind != "t3"]
+        ids = self.rng.sample(range(1 << ID_BITS), len(checked))
+        pointers = {}
+        for buf, i in zip(checked, ids):
+            buf.id = i
+            self.mem.write128(self.rbt_base + RBT_ENTRY_BYTES * i,
+                              pack_entry(buf.base, buf.size, 1, int(buf.read_only), self.kernel_id))
+            self.written.add(i)
+            pointers[buf.name] = t2_pointer(buf.base, encrypt_id(i, key))
+        for buf in self.buffers.values():
+            if buf.kind == "t3":
+                pointers[buf.name] = t3_pointer(buf.base, buf.log2_size)
+        self.current = Launch(self.kernel_id, key, self.rbt_base,
+                              {n: Buffer(**vars(b)) for n, b in self.buffers.items()}, pointers)
+        return self.current
+
+    def unchecked_pointer(self, name, offset=0):
+        """A Type 1 pointer (the compiler proved the access safe)."""
+        return t1_pointer(self.buffers[name].base + offset)
+
+    # -------------------------------------------------------------- violation log
+    def read_log(self, log_first, log_count):
+        """The first violation (or None) from the BCU's ``log_first``/``log_count``."""
+        if not log_count:
+            return None
+        f = unpack_fields(log_layout(self.lanes), log_first)
+        return Violation(log_count, f["tag"], Cause(f["cause"]), f["lane"], f["addr"])

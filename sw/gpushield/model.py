@@ -1,0 +1,394 @@
+"""Golden model of the GPUShield ``bcu`` (DESIGN.md § bcu; decisions in docs/gpushield.md).
+
+- the id cipher (:func:`encrypt_id`, :func:`decrypt_id`), which the driver shim uses too;
+- pointers and RBT entries, packed with the layouts of :mod:`hw.gpushield.layout`;
+- :class:`WarpRequest`, the ``req`` payload;
+- :class:`BCUModel`: the functional result of every request (ok, cause, the logged lane
+  and address), the violation log and counters, and the RCache behaviour with the RTL's
+  replacement policies (L1: 4-way tree pseudo-LRU, an invalid way first; L2: 64-entry FIFO),
+  so that hits, misses and RBT fetch addresses are predicted exactly, and a cycle estimate
+  of each answer (:meth:`Result.latency`).
+"""
+from dataclasses import dataclass, field
+
+from hw.gpushield.layout import (CACHE_ENTRY, ID_BITS, HALF_BITS, KEY_BITS, POINTER, RBT_ENTRY,
+                                 RBT_ENTRY_BYTES, T3_META, VA_BITS, Cause, PtrType, check_lanes,
+                                 log_layout, req_layout)
+from sw.aes.model import SBOX
+
+__all__ = ["ROUNDS", "round_keys", "feistel_f", "encrypt_id", "decrypt_id", "pack_fields",
+           "unpack_fields", "pointer", "t1_pointer", "t2_pointer", "t3_pointer", "pointer_kind",
+           "pointer_addr", "pointer_eid", "with_addr", "pack_entry", "unpack_entry",
+           "WarpRequest", "Uop", "Result", "BCUModel", "L1_ENTRIES", "L2_ENTRIES", "LATENCY"]
+
+ROUNDS = 4
+HALF_MASK = (1 << HALF_BITS) - 1
+ID_MASK = (1 << ID_BITS) - 1
+VA_MASK = (1 << VA_BITS) - 1
+L1_ENTRIES = 4
+L2_ENTRIES = 64
+# Cycles from the request transfer to the answer, per micro-op (see hw/gpushield/core.py):
+# "mem" is added to the number of cycles from the mem_req transfer to the mem_resp transfer.
+LATENCY = {"direct": 1, "L1": 1, "L2": 3, "mem": 4}
+
+
+# ---------------------------------------------------------------------------- cipher
+def round_keys(key):
+    """``k_r = (K >> 16 r) & 0xFFFF`` for r = 0..3."""
+    if not 0 <= key < (1 << KEY_BITS):
+        raise ValueError(f"key {key:#x} is not a {KEY_BITS}-bit value")
+    return [(key >> (16 * r)) & 0xFFFF for r in range(ROUNDS)]
+
+
+def feistel_f(x, k):
+    """``F(x, k) = (SBOX[(x ^ k) & 0xFF] ^ (k >> 8)) & 0x7F``."""
+    return (SBOX[(x ^ k) & 0xFF] ^ (k >> 8)) & HALF_MASK
+
+
+def encrypt_id(buffer_id, key):
+    """The 14-bit encryption of *buffer_id* under the 64-bit per-launch *key*."""
+    if not 0 <= buffer_id <= ID_MASK:
+        raise ValueError(f"buffer id {buffer_id} is not a {ID_BITS}-bit value")
+    left, right = buffer_id >> HALF_BITS, buffer_id & HALF_MASK
+    for k in round_keys(key):
+        left, right = right, left ^ feistel_f(right, k)
+    return (left << HALF_BITS) | right
+
+
+def decrypt_id(enc, key):
+    """Inverse of :func:`encrypt_id`: the rounds backwards."""
+    if not 0 <= enc <= ID_MASK:
+        raise ValueError(f"encrypted id {enc} is not a {ID_BITS}-bit value")
+    left, right = enc >> HALF_BITS, enc & HALF_MASK
+    for k in reversed(round_keys(key)):
+        left, right = right ^ feistel_f(left, k), left
+    return (left << HALF_BITS) | right
+
+
+# ---------------------------------------------------------------------------- packing
+_SLICES = {}
+
+
+def _slices(layout):
+    """``{name: (offset, width)}`` of a struct layout, computed once per layout object
+    (Amaranth's layout properties are slow to query per field access)."""
+    entry = _SLICES.get(id(layout))
+    if entry is None or entry[0] is not layout:
+        entry = _SLICES[id(layout)] = (layout, {n: (f.offset, f.width) for n, f in layout})
+    return entry[1]
+
+
+def pack_fields(layout, **fields):
+    """The integer of a struct *layout* with *fields* (enum members allowed; missing = 0)."""
+    value = 0
+    slices = _slices(layout)
+    for name, v in fields.items():
+        offset, width = slices[name]
+        v = int(v.value if hasattr(v, "value") else v)
+        if not 0 <= v < (1 << width):
+            raise ValueError(f"{name} = {v:#x} does not fit in {width} bits")
+        value |= v << offset
+    return value
+
+
+def unpack_fields(layout, value):
+    return {name: (value >> o) & ((1 << w) - 1) for name, (o, w) in _slices(layout).items()}
+
+
+def pointer(kind, addr, meta=0):
+    return pack_fields(POINTER, addr=addr & VA_MASK, meta=meta, type=PtrType(kind))
+
+
+def t1_pointer(addr):
+    return pointer(PtrType.T1, addr)
+
+
+def t2_pointer(addr, enc_id):
+    return pointer(PtrType.T2, addr, enc_id)
+
+
+def t3_pointer(addr, log2_size):
+    return pointer(PtrType.T3, addr, pack_fields(T3_META, log2_size=log2_size))
+
+
+_ADDR = _slices(POINTER)["addr"]
+_META = _slices(POINTER)["meta"]
+_TYPE = _slices(POINTER)["type"]
+_RESERVED = _slices(T3_META)["reserved"]
+_LOG2 = _slices(T3_META)["log2_size"]
+_KINDS = list(PtrType)
+
+
+def _field(value, slice_):
+    return (value >> slice_[0]) & ((1 << slice_[1]) - 1)
+
+
+def pointer_kind(p):
+    """The type the BCU decodes: a Type 3 pointer with non-zero reserved bits 61..54 is
+    INVALID."""
+    kind = _KINDS[_field(p, _TYPE)]
+    if kind is PtrType.T3 and _field(_field(p, _META), _RESERVED):
+        return PtrType.INVALID
+    return kind
+
+
+def pointer_addr(p):
+    return _field(p, _ADDR)
+
+
+def pointer_eid(p):
+    return _field(p, _META)
+
+
+def pointer_log2_size(p):
+    return _field(_field(p, _META), _LOG2)
+
+
+def with_addr(p, addr):
+    """*p* with its address bits replaced (pointer arithmetic keeps the tag)."""
+    f = unpack_fields(POINTER, p)
+    return pack_fields(POINTER, addr=addr & VA_MASK, meta=f["meta"], type=f["type"])
+
+
+def pack_entry(base, size, valid=1, read_only=0, kernel_id=0):
+    """A 128-bit RBT entry."""
+    return pack_fields(RBT_ENTRY, base=base, size=size, valid=valid, read_only=read_only,
+                       kernel_id=kernel_id)
+
+
+def unpack_entry(word):
+    return unpack_fields(RBT_ENTRY, word)
+
+
+# ---------------------------------------------------------------------------- requests
+_REQ_LAYOUTS = {}
+
+
+def _req_layout(lanes):
+    if lanes not in _REQ_LAYOUTS:
+        _REQ_LAYOUTS[lanes] = req_layout(lanes)
+    return _REQ_LAYOUTS[lanes]
+
+
+@dataclass
+class WarpRequest:
+    base: int
+    addrs: list            # one tagged pointer per lane (inactive lanes: anything, e.g. 0)
+    mask: int
+    size_log2: int = 2
+    store: bool = False
+    tag: int = 0
+
+    def pack(self, lanes=None):
+        lanes = len(self.addrs) if lanes is None else lanes
+        if len(self.addrs) != lanes:
+            raise ValueError(f"{len(self.addrs)} lane addresses for {lanes} lanes")
+        addr = int.from_bytes(b"".join(a.to_bytes(8, "little") for a in self.addrs), "little")
+        return pack_fields(_req_layout(lanes), base=self.base, addr=addr, mask=self.mask,
+                           size_log2=self.size_log2, store=int(self.store), tag=self.tag)
+
+    @property
+    def lanes(self):
+        return len(self.addrs)
+
+    def active(self):
+        return [k for k in range(len(self.addrs)) if self.mask >> k & 1]
+
+
+@dataclass
+class Uop:
+    """One check the BCU issues for a request: a group of lanes with one lookup (``eid``
+    set) or a result known without a lookup (``cause``)."""
+    lanes: list
+    eid: int = None
+    cause: Cause = Cause.NONE
+    lo: int = 0
+    lane_lo: int = 0
+    hi: int = 0
+    lane_hi: int = 0
+    level: str = "direct"       # "direct", "L1", "L2" or "mem"
+    fetch: int = None           # RBT address fetched
+
+
+@dataclass
+class Result:
+    tag: int
+    ok: bool
+    cause: Cause
+    lane: int = 0               # the logged lane and address (meaningful when not ok)
+    addr: int = 0
+    uops: list = field(default_factory=list)
+
+    @property
+    def fetches(self):
+        return [u.fetch for u in self.uops if u.fetch is not None]
+
+    def latency(self, mem_cycles):
+        """Cycles from the request's first micro-op entering the unit to its answer, when
+        ``resp`` is ready and each fetch takes *mem_cycles* from mem_req to mem_resp."""
+        return sum(LATENCY[u.level] + (mem_cycles if u.level == "mem" else 0) for u in self.uops)
+
+
+@dataclass
+class _CacheEntry:
+    base: int
+    size: int
+    valid: int
+    read_only: int
+    kernel_ok: int
+
+
+class BCUModel:
+    """The BCU as a Python object. *read_rbt(addr)* returns the 128-bit word at a GPU
+    address (the RBT in GPU memory). Set ``rbt_base``, ``kernel_id``, ``id_key`` and
+    ``precise``, then call :meth:`launch` (as the driver pulses ``launch``) and
+    :meth:`check` for each request in order."""
+
+    def __init__(self, read_rbt, lanes=32):
+        self.lanes = check_lanes(lanes)
+        self.read_rbt = read_rbt
+        self.rbt_base = self.kernel_id = self.id_key = 0
+        self.precise = False
+        self._log_layout = log_layout(lanes)
+        self.reset()
+
+    # -------------------------------------------------------------- state
+    def reset(self):
+        self.l1_hits = self.l2_hits = self.misses = 0
+        self.exc_tags = []          # tags of failing responses in precise mode
+        self.launch()
+
+    def launch(self):
+        self.l1 = [None] * L1_ENTRIES       # (eid, _CacheEntry) or None
+        self.plru = [0, 0, 0]
+        self.l2 = [None] * L2_ENTRIES
+        self.l2_ptr = 0
+        self.log_count = 0
+        self.log_first = None               # (tag, cause, lane, addr)
+
+    @staticmethod
+    def storage_bits():
+        way = ID_BITS + 1 + CACHE_ENTRY.size
+        return {"l1": L1_ENTRIES * way + (L1_ENTRIES - 1), "l2": L2_ENTRIES * way + 6}
+
+    # -------------------------------------------------------------- caches
+    def _touch(self, way):
+        self.plru[0] = int(way < 2)
+        if way < 2:
+            self.plru[1] = int(way == 0)
+        else:
+            self.plru[2] = int(way == 2)
+
+    def _victim(self):
+        for w, e in enumerate(self.l1):
+            if e is None:
+                return w
+        return 2 + self.plru[2] if self.plru[0] else self.plru[1]
+
+    def _fill_l1(self, eid, entry):
+        way = self._victim()
+        self.l1[way] = (eid, entry)
+        self._touch(way)
+
+    def _lookup(self, eid, uop):
+        for way, e in enumerate(self.l1):
+            if e is not None and e[0] == eid:
+                self._touch(way)
+                self.l1_hits += 1
+                uop.level = "L1"
+                return e[1]
+        for e in self.l2:
+            if e is not None and e[0] == eid:
+                self.l2_hits += 1
+                uop.level = "L2"
+                self._fill_l1(eid, e[1])
+                return e[1]
+        buffer_id = decrypt_id(eid, self.id_key)
+        uop.fetch = (self.rbt_base + RBT_ENTRY_BYTES * buffer_id) & VA_MASK
+        raw = unpack_entry(self.read_rbt(uop.fetch))
+        entry = _CacheEntry(raw["base"], raw["size"], raw["valid"], raw["read_only"],
+                            int(raw["kernel_id"] == self.kernel_id))
+        self.misses += 1
+        uop.level = "mem"
+        self.l2[self.l2_ptr] = (eid, entry)
+        self.l2_ptr = (self.l2_ptr + 1) % L2_ENTRIES
+        self._fill_l1(eid, entry)
+        return entry
+
+    # -------------------------------------------------------------- the check
+    def uops(self, req):
+        """The micro-ops of *req* (front stage), without lookups."""
+        if req.lanes != self.lanes:
+            raise ValueError(f"request of {req.lanes} lanes for a {self.lanes}-lane BCU")
+        va = [pointer_addr(p) for p in req.addrs]
+        kinds = [pointer_kind(p) for p in req.addrs]
+        active = req.active()
+        base_kind = pointer_kind(req.base)
+
+        def group(lanes, **kw):
+            lo, lane_lo = min((va[k], k) for k in lanes)
+            hi = max(va[k] for k in lanes)
+            lane_hi = min(k for k in lanes if va[k] == hi)
+            return Uop(lanes=list(lanes), lo=lo, lane_lo=lane_lo, hi=hi, lane_hi=lane_hi, **kw)
+
+        bad = [k for k in active if kinds[k] is PtrType.INVALID or kinds[k] is not base_kind]
+        if bad:
+            return [group(bad, cause=Cause.POINTER_TYPE)]
+        if not active or base_kind is not PtrType.T2 and base_kind is not PtrType.T3:
+            return [Uop(lanes=active)]
+        if base_kind is PtrType.T3:
+            u = group(active)
+            s, bva = pointer_log2_size(req.base), pointer_addr(req.base)
+            last = u.hi + (1 << req.size_log2) - 1
+            lo_ok = u.lo >> s == bva >> s
+            if not (lo_ok and last >> s == bva >> s):
+                u.cause = Cause.OUT_OF_BOUNDS
+                if lo_ok:   # logged: the top lane
+                    u.lo, u.lane_lo = u.hi, u.lane_hi
+            return [u]
+        out, pending = [], list(active)
+        while pending:
+            eid = pointer_eid(req.addrs[pending[0]])
+            lanes = [k for k in pending if pointer_eid(req.addrs[k]) == eid]
+            pending = [k for k in pending if k not in lanes]
+            out.append(group(lanes, eid=eid))
+        return out
+
+    def check(self, req):
+        """The answer to *req*; updates caches, counters and the log like the RTL."""
+        first = None    # (cause, lane, addr) of the first failing micro-op
+        uops = self.uops(req)
+        for u in uops:
+            lane, addr = u.lane_lo, u.lo
+            if u.eid is not None:
+                e = self._lookup(u.eid, u)
+                under = u.lo < e.base
+                over = u.hi + (1 << req.size_log2) > e.base + e.size
+                if not e.valid:
+                    u.cause = Cause.INVALID_ENTRY
+                elif not e.kernel_ok:
+                    u.cause = Cause.KERNEL
+                elif under or over:
+                    u.cause = Cause.OUT_OF_BOUNDS
+                    if not under:
+                        lane, addr = u.lane_hi, u.hi
+                elif req.store and e.read_only:
+                    u.cause = Cause.READ_ONLY
+            if u.cause is not Cause.NONE and first is None:
+                first = (u.cause, lane, addr)
+        if first is None:
+            return Result(req.tag, True, Cause.NONE, uops=uops)
+        cause, lane, addr = first
+        if self.log_count == 0:
+            self.log_first = (req.tag, cause, lane, addr)
+        self.log_count = min(self.log_count + 1, (1 << 32) - 1)
+        if self.precise:
+            self.exc_tags.append(req.tag)
+        return Result(req.tag, False, cause, lane, addr, uops=uops)
+
+    def log_first_value(self):
+        """``log_first`` as the RTL's output integer (0 when nothing is logged)."""
+        if self.log_first is None:
+            return 0
+        tag, cause, lane, addr = self.log_first
+        return pack_fields(self._log_layout, tag=tag, cause=cause, lane=lane, addr=addr)

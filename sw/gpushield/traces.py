@@ -1,0 +1,399 @@
+"""Warp access traces of real kernel shapes, and violating requests.
+
+A :class:`Kernel` allocates its buffers through the :class:`~sw.gpushield.driver.Driver`
+(:meth:`Kernel.setup`) and yields :class:`WarpOp`s — one per warp-level memory instruction:
+the buffer the warp's pointer derives from, and per lane a ``(buffer, byte offset)`` or
+``None`` (inactive). :func:`to_request` turns an op into the BCU's :class:`WarpRequest`
+with the pointers of a launch. Every op of every kernel is in bounds (and no store goes
+to a read-only buffer): the no-false-positive traces.
+
+:func:`violations` yields requests that a correct BCU must reject, one per kind.
+"""
+import math
+import random
+from dataclasses import dataclass
+
+from hw.gpushield.layout import Cause, VA_BITS
+
+from .model import (WarpRequest, decrypt_id, encrypt_id, pointer_addr, pointer_eid, t1_pointer,
+                    t2_pointer, with_addr)
+
+__all__ = ["WarpOp", "Kernel", "KERNELS", "kernel", "to_request", "violations", "VIOLATIONS"]
+
+LANES = 32
+F32 = 2   # size_log2 of a 4-byte element
+
+
+@dataclass
+class WarpOp:
+    base: str
+    lanes: list                 # per lane: (buffer, byte offset) or None
+    size_log2: int = F32
+    store: bool = False
+    unchecked: bool = False     # Type 1 (the compiler proved it safe)
+
+
+def to_request(op, launch, tag=0, lanes=LANES):
+    """The :class:`WarpRequest` of *op* under *launch* (inactive lanes carry address 0)."""
+    if len(op.lanes) != lanes:
+        raise ValueError(f"op has {len(op.lanes)} lanes, BCU {lanes}")
+
+    def ptr(name, off):
+        if op.unchecked:
+            return t1_pointer(launch.buffers[name].base + off)
+        return launch.ptr(name, off)
+
+    addrs = [0 if x is None else ptr(*x) for x in op.lanes]
+    mask = sum(1 << k for k, x in enumerate(op.lanes) if x is not None)
+    return WarpRequest(ptr(op.base, 0), addrs, mask, op.size_log2, op.store, tag & 0xFFFF)
+
+
+def _warp(buf, offsets, store=False, size_log2=F32, unchecked=False):
+    """An op on one buffer: lane k at byte offsets[k] (None = inactive)."""
+    offsets = list(offsets) + [None] * (LANES - len(offsets))
+    return WarpOp(buf, [None if o is None else (buf, o) for o in offsets], size_log2, store, unchecked)
+
+
+def _elems(first, n, limit, scale=4):
+    """Byte offsets of elements first .. first+n-1 below *limit* (others inactive)."""
+    return [scale * i if i < limit else None for i in range(first, first + n)]
+
+
+class Kernel:
+    name = "kernel"
+
+    def __init__(self, seed=0, **params):
+        self.rng = random.Random(seed)
+        self.params = params
+
+    def setup(self, driver):
+        raise NotImplementedError
+
+    def ops(self):
+        raise NotImplementedError
+
+
+class VecAdd(Kernel):
+    """c[i] = a[i] + b[i]: streaming, coalesced."""
+    name = "streaming"
+
+    def setup(self, d, n=4096):
+        self.n = n
+        d.alloc_global("a", 4 * n, read_only=True)
+        d.alloc_global("b", 4 * n, read_only=True)
+        d.alloc_global("c", 4 * n)
+
+    def ops(self):
+        for w in range(math.ceil(self.n / LANES)):
+            off = _elems(w * LANES, LANES, self.n)
+            yield _warp("a", off)
+            yield _warp("b", off)
+            yield _warp("c", off, store=True)
+
+
+class Strided(Kernel):
+    """y[i] = x[i * stride]: each lane in a different cache line."""
+    name = "strided"
+
+    def setup(self, d, n=2048, stride=33):
+        self.n, self.stride = n, stride
+        d.alloc_global("x", 4 * n * stride, read_only=True)
+        d.alloc_global("y", 4 * n)
+
+    def ops(self):
+        for w in range(math.ceil(self.n / LANES)):
+            idx = range(w * LANES, (w + 1) * LANES)
+            yield _warp("x", [4 * i * self.stride for i in idx])
+            yield _warp("y", [4 * i for i in idx], store=True)
+
+
+class Stencil2D(Kernel):
+    """5-point stencil on a W x H grid; the centre load is Type 1 (proven in bounds)."""
+    name = "stencil2d"
+
+    def setup(self, d, width=64, height=34):
+        self.w, self.h = width, height
+        d.alloc_global("grid", 4 * width * height, read_only=True)
+        d.alloc_global("out", 4 * width * height)
+
+    def ops(self):
+        w = self.w
+        for y in range(1, self.h - 1):
+            for x0 in range(0, w, LANES):
+                xs = [x if 0 < x < w - 1 else None for x in range(x0, x0 + LANES)]
+                at = lambda dy, dx: [None if x is None else 4 * ((y + dy) * w + x + dx) for x in xs]  # noqa: E731
+                yield _warp("grid", at(0, 0), unchecked=True)
+                for dy, dx in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+                    yield _warp("grid", at(dy, dx))
+                yield _warp("out", at(0, 0), store=True)
+
+
+class MatMul(Kernel):
+    """C = A B with 32 x 32 tiles staged through shared memory: warp r of a thread block
+    loads row r of the A tile and of the B tile, then stores its row of the C tile."""
+    name = "matmul"
+
+    def setup(self, d, n=64):
+        self.n = n
+        for name in ("A", "B"):
+            d.alloc_global(name, 4 * n * n, read_only=True)
+        d.alloc_global("C", 4 * n * n)
+
+    def ops(self):
+        n, t = self.n, LANES
+        for ti in range(n // t):
+            for tj in range(n // t):
+                for kt in range(n // t):
+                    for r in range(t):
+                        yield _warp("A", [4 * ((ti * t + r) * n + kt * t + c) for c in range(t)])
+                        yield _warp("B", [4 * ((kt * t + r) * n + tj * t + c) for c in range(t)])
+                for r in range(t):
+                    yield _warp("C", [4 * ((ti * t + r) * n + tj * t + c) for c in range(t)], store=True)
+
+
+class GatherScatter(Kernel):
+    """out[perm[i]] = table[idx[i]]: coalesced index load, random gather, random scatter."""
+    name = "gather_scatter"
+
+    def setup(self, d, n=2048, table=16384):
+        self.n, self.table = n, table
+        self.idx = [self.rng.randrange(table) for _ in range(n)]
+        self.perm = list(range(n))
+        self.rng.shuffle(self.perm)
+        d.alloc_global("idx", 4 * n, read_only=True)
+        d.alloc_global("perm", 4 * n, read_only=True)
+        d.alloc_global("table", 4 * table, read_only=True)
+        d.alloc_global("out", 4 * n)
+
+    def ops(self):
+        for w in range(self.n // LANES):
+            idx = range(w * LANES, (w + 1) * LANES)
+            yield _warp("idx", [4 * i for i in idx])
+            yield _warp("perm", [4 * i for i in idx])
+            yield _warp("table", [4 * self.idx[i] for i in idx])
+            yield _warp("out", [4 * self.perm[i] for i in idx], store=True)
+
+
+class BFS(Kernel):
+    """Level-synchronous BFS over a random graph in CSR form: one frontier vertex per lane;
+    neighbour loops diverge (partial masks), dist[] accesses are random."""
+    name = "bfs"
+
+    def setup(self, d, nodes=1024, degree=4):
+        rng = self.rng
+        adj = [sorted({rng.randrange(nodes) for _ in range(rng.randrange(1, 2 * degree))})
+               for _ in range(nodes)]
+        self.row = [0]
+        for a in adj:
+            self.row.append(self.row[-1] + len(a))
+        self.col = [u for a in adj for u in a]
+        self.nodes = nodes
+        d.alloc_global("row_ptr", 4 * (nodes + 1), read_only=True)
+        d.alloc_global("col", 4 * len(self.col), read_only=True)
+        d.alloc_global("dist", 4 * nodes)
+
+    def ops(self):
+        dist = [None] * self.nodes
+        dist[0] = 0
+        frontier, level = [0], 0
+        while frontier:
+            nxt = []
+            for w in range(0, len(frontier), LANES):
+                vs = frontier[w:w + LANES]
+                yield _warp("row_ptr", [4 * v for v in vs])
+                yield _warp("row_ptr", [4 * (v + 1) for v in vs])
+                deg = [self.row[v + 1] - self.row[v] for v in vs]
+                for j in range(max(deg)):
+                    live = [k for k, v in enumerate(vs) if deg[k] > j]
+                    edges = [self.row[vs[k]] + j if k in live else None for k in range(len(vs))]
+                    yield _warp("col", [None if e is None else 4 * e for e in edges])
+                    us = [None if e is None else self.col[e] for e in edges]
+                    yield _warp("dist", [None if u is None else 4 * u for u in us])
+                    new = [u if u is not None and dist[u] is None else None for u in us]
+                    if any(u is not None for u in new):
+                        yield _warp("dist", [None if u is None else 4 * u for u in new], store=True)
+                    for u in new:
+                        if u is not None and dist[u] is None:
+                            dist[u] = level + 1
+                            nxt.append(u)
+            frontier, level = nxt, level + 1
+
+
+class ManyBuffers(Kernel):
+    """out[i] = sum of k inputs: k + 1 live buffers, more than the 4 L1 entries."""
+    name = "many_buffers"
+
+    def setup(self, d, k=8, n=1024):
+        self.k, self.n = k, n
+        for j in range(k):
+            d.alloc_global(f"in{j}", 4 * n, read_only=True)
+        d.alloc_global("out", 4 * n)
+
+    def ops(self):
+        for w in range(self.n // LANES):
+            off = [4 * i for i in range(w * LANES, (w + 1) * LANES)]
+            for j in range(self.k):
+                yield _warp(f"in{j}", off)
+            yield _warp("out", off, store=True)
+
+
+class LocalArrays(Kernel):
+    """Each thread spills to and reloads its own local array: one buffer (id) per thread,
+    so every warp request carries 32 different ids (32 groups)."""
+    name = "local"
+
+    def setup(self, d, threads=64, words=4):
+        self.threads, self.words = threads, words
+        self.locals = d.alloc_local("local", 4 * words, threads)
+
+    def ops(self):
+        for w in range(self.threads // LANES):
+            names = self.locals[w * LANES:(w + 1) * LANES]
+            for j in range(self.words):
+                for store in (True, False):
+                    yield WarpOp(names[0], [(nm, 4 * j) for nm in names], F32, store)
+
+
+class PointerArray(Kernel):
+    """out[i] = bufs[i % 4][i]: a pointer-array kernel, four ids per warp."""
+    name = "mixed_ids"
+
+    def setup(self, d, n=1024, k=4):
+        self.n, self.k = n, k
+        for j in range(k):
+            d.alloc_global(f"buf{j}", 4 * n, read_only=True)
+        d.alloc_global("out", 4 * n)
+
+    def ops(self):
+        for w in range(self.n // LANES):
+            idx = range(w * LANES, (w + 1) * LANES)
+            yield WarpOp("buf0", [(f"buf{i % self.k}", 4 * i) for i in idx])
+            yield _warp("out", [4 * i for i in idx], store=True)
+
+
+class HeapKernel(Kernel):
+    """Device-side malloc: 8-byte accesses to random chunks inside the one heap region."""
+    name = "heap"
+
+    def setup(self, d, size=1 << 16, warps=96):
+        self.size, self.warps = size, warps
+        d.alloc_heap("heap", size)
+        d.alloc_global("out", 8 * LANES * warps)
+
+    def ops(self):
+        for w in range(self.warps):
+            chunk = 64 * self.rng.randrange(self.size // 64)
+            yield _warp("heap", [chunk + 8 * (k % 8) for k in range(LANES)], size_log2=3)
+            yield _warp("out", [8 * (w * LANES + k) for k in range(LANES)], size_log2=3, store=True)
+
+
+class Type3Stream(Kernel):
+    """Vector add through Type 3 pointers (size-aligned buffers, no RBT lookups)."""
+    name = "type3"
+
+    def setup(self, d, log2=14):
+        self.n = (1 << log2) // 4
+        for name in ("a", "b", "c"):
+            d.alloc_t3(name, log2)
+
+    def ops(self):
+        for w in range(self.n // LANES // 4):
+            off = [4 * i for i in range(w * LANES, (w + 1) * LANES)]
+            yield _warp("a", off)
+            yield _warp("b", off)
+            yield _warp("c", off, store=True)
+
+
+KERNELS = {k.name: k for k in (VecAdd, Strided, Stencil2D, MatMul, GatherScatter, BFS,
+                               ManyBuffers, LocalArrays, PointerArray, HeapKernel, Type3Stream)}
+
+
+def kernel(name, driver, seed=0, **params):
+    """Kernel *name* with its buffers allocated in *driver*."""
+    k = KERNELS[name](seed)
+    k.setup(driver, **params)
+    return k
+
+
+# ---------------------------------------------------------------------------- violations
+VIOLATIONS = ("overflow_by_one", "far_overflow", "underflow", "store_read_only", "stale_pointer",
+              "other_kernel_entry", "forged_id", "invalid_type", "type_mismatch", "type3_outside",
+              "mixed_one_bad_lane")
+
+
+def _contig(launch, name, first_byte, lanes=LANES, size_log2=F32, store=False, mask=None):
+    bytes_ = 1 << size_log2
+    addrs = [launch.ptr(name, first_byte + bytes_ * k) for k in range(lanes)]
+    mask = (1 << lanes) - 1 if mask is None else mask
+    return WarpRequest(launch.ptr(name, 0), addrs, mask, size_log2, store)
+
+
+def violations(launch, prev, rng, lanes=LANES):
+    """``(kind, WarpRequest, expected cause or None)`` for every kind in :data:`VIOLATIONS`.
+    *launch* is the current launch, *prev* an earlier one of the same buffers (for stale
+    pointers). ``None`` = the model decides the cause (it must still be a violation)."""
+    bufs = [b for b in launch.buffers.values() if b.kind != "t3" and b.size >= 4 * lanes + 64]
+    rw = [b for b in bufs if not b.read_only]
+    ro = [b for b in bufs if b.read_only]
+    t3 = [b for b in launch.buffers.values() if b.kind == "t3"]
+    b = rng.choice(bufs)
+    # one byte past the end: the last lane's 4-byte access covers size-3 .. size
+    start = b.size - 4 * lanes + 1
+    yield "overflow_by_one", _contig(launch, b.name, start, lanes=lanes), Cause.OUT_OF_BOUNDS
+    # far overflow: a lane of the lowest buffer's pointer lands inside the highest buffer,
+    # skipping over every buffer in between
+    by_base = sorted(bufs, key=lambda o: o.base)
+    if len(by_base) >= 2:
+        lo_buf, hi_buf = by_base[0], by_base[-1]
+        req = _contig(launch, lo_buf.name, 0, lanes=lanes)
+        req.addrs[rng.randrange(lanes)] = launch.ptr(lo_buf.name, hi_buf.base + 16 - lo_buf.base)
+        yield "far_overflow", req, Cause.OUT_OF_BOUNDS
+    yield "underflow", _contig(launch, b.name, -4 * rng.randrange(1, 1000), lanes=lanes), Cause.OUT_OF_BOUNDS
+    if ro:
+        yield "store_read_only", _contig(launch, rng.choice(ro).name, 0, store=True, lanes=lanes), Cause.READ_ONLY
+    if prev is not None:
+        # a pointer kept from the earlier launch (old key): its id decrypts to a random id
+        # under the new key; skip the one buffer in 16,384 whose new id it happens to be
+        names = [x.name for x in bufs if x.name in prev.pointers and
+                 decrypt_id(pointer_eid(prev.pointers[x.name]), launch.id_key) != x.id]
+        name = rng.choice(names)
+        req = _contig(launch, name, 0, lanes=lanes)
+        old = prev.pointers[name]
+        req.base = old
+        req.addrs = [with_addr(old, pointer_addr(a)) for a in req.addrs]
+        yield "stale_pointer", req, None
+        # an id of the earlier kernel, encrypted with the current key: a valid entry of
+        # another kernel (entries are not scrubbed between launches)
+        ids = {x.id for x in launch.buffers.values()}
+        olds = [x for x in prev.buffers.values() if x.kind != "t3" and x.id not in ids]
+        if olds:
+            x = rng.choice(olds)
+            p = t2_pointer(x.base, encrypt_id(x.id, launch.id_key))
+            req = WarpRequest(p, [with_addr(p, x.base + 4 * k) for k in range(lanes)],
+                              (1 << lanes) - 1, F32, False)
+            yield "other_kernel_entry", req, Cause.KERNEL
+    req = _contig(launch, b.name, 0, lanes=lanes)
+    flip = rng.randrange(1, 1 << 14)
+    req.addrs = [a ^ (flip << VA_BITS) for a in req.addrs]
+    req.base ^= flip << VA_BITS
+    yield "forged_id", req, None
+    req = _contig(launch, b.name, 0, lanes=lanes)
+    k = rng.randrange(lanes)
+    req.addrs[k] |= 3 << 62
+    yield "invalid_type", req, Cause.POINTER_TYPE
+    req = _contig(launch, b.name, 0, lanes=lanes)
+    req.addrs[rng.randrange(lanes)] = t1_pointer(pointer_addr(req.addrs[0]))
+    yield "type_mismatch", req, Cause.POINTER_TYPE
+    if t3:
+        t = rng.choice(t3)
+        req = _contig(launch, t.name, t.size - 4 * lanes + 4 * rng.randrange(1, lanes), lanes=lanes)
+        yield "type3_outside", req, Cause.OUT_OF_BOUNDS
+    if len(bufs) >= 2:
+        a, c = rng.sample(bufs, 2)
+        req = _contig(launch, a.name, 0, lanes=lanes)
+        for k in range(0, lanes, 2):
+            req.addrs[k] = launch.ptr(c.name, 4 * k)
+        k = rng.randrange(lanes)
+        owner = a if k % 2 else c
+        req.addrs[k] = launch.ptr(owner.name, owner.size + 4 * rng.randrange(0, 64))
+        yield "mixed_one_bad_lane", req, Cause.OUT_OF_BOUNDS

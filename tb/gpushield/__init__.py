@@ -1,0 +1,1 @@
+"""cocotb testbench and benchmark of the GPUShield BCU."""

@@ -1,0 +1,345 @@
+"""cocotb regression of ``bcu`` (hw/gpushield) against the golden model (sw/gpushield/model.py).
+
+Every response (tag, ok, cause), every RBT fetch address, every ``exc`` pulse, and at
+checkpoints the violation log and the L1/L2/miss counters are compared with the model
+(see tb/gpushield/env.py); the model is checked on its own in sw/gpushield/test_model.py.
+"""
+import random
+
+import cocotb
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from hw.gpushield.core import L1_LATENCY, L2_LATENCY, MISS_OVERHEAD
+from hw.gpushield.layout import Cause
+from sw.gpushield.model import (WarpRequest, decrypt_id, pointer, pointer_addr, pointer_eid,
+                                t1_pointer, with_addr)
+from sw.gpushield.traces import KERNELS, VIOLATIONS, kernel, to_request, violations
+from tb.gpushield.env import LANES, BcuTB
+
+FULL = (1 << LANES) - 1
+
+
+@cocotb.test()
+@cocotb.parametrize(stalls=["none", "idle_and_backpressure"])
+async def traces_no_false_positive(dut, stalls):
+    """Every kernel trace (streaming, strided, stencil, matmul, gather/scatter, BFS,
+    many buffers, per-thread locals, pointer arrays, heap, Type 3): every access is in
+    bounds, so every response must be ok, and each one equals the model's."""
+    tb = BcuTB(dut, mem_latency=(2, 30))
+    if stalls != "none":
+        tb.set_stalls(idle=0.3, stall=0.3, mem_stall=0.3, mem_idle=0.3)
+    await tb.reset()
+    for name in sorted(KERNELS):
+        before = len(tb.results)
+        await tb.run_kernel(name)
+        bad = [r for _, r, _ in tb.results[before:] if not r.ok]
+        assert not bad, f"{name}: model reports false positives {bad[:2]}"
+        await tb.check_state(name)
+        tb.log.info("%s: %d requests ok (L1 %d, L2 %d, misses %d so far)", name,
+                    len(tb.results) - before, tb.model.l1_hits, tb.model.l2_hits, tb.model.misses)
+
+
+async def _violation_rounds(tb, rounds, precise):
+    """Launch twice per round; inject every kind of violation between in-bounds traffic."""
+    caught = {k: 0 for k in VIOLATIONS}
+    drv = tb.driver()
+    for name, (size, ro) in {"x": (4096, False), "y": (8192, True), "z": (2048, False),
+                             "w": (100_000, False)}.items():
+        drv.alloc_global(name, size, read_only=ro)
+    drv.alloc_t3("t", 12)
+    ok_ops = list(kernel("streaming", drv, n=256).ops())
+    prev = drv.launch()
+    for r in range(rounds):
+        launch = drv.launch()
+        await tb.launch(launch, precise)
+        injected = []
+        for kind, req, cause in violations(launch, prev, random):
+            for op in random.sample(ok_ops, 3):
+                tb.submit(to_request(op, launch, lanes=tb.lanes))
+            res = tb.submit(req)
+            assert not res.ok, f"model misses violation {kind}"
+            assert cause is None or res.cause is cause, f"{kind}: model cause {res.cause}, expected {cause}"
+            injected.append(res.tag)
+            caught[kind] += 1
+        await tb.drain()
+        await tb.check_state(f"round {r}")
+        # the first violation of the launch is in the log
+        assert tb.model.log_first[0] == injected[0]
+        prev = launch
+    return caught
+
+
+@cocotb.test()
+@cocotb.parametrize(precise=[False, True])
+async def violations_caught(dut, precise):
+    """Adjacent overflow by one byte, far overflow over other buffers, underflow, store to
+    read-only, stale pointer (previous launch's key and kernel id), an id of an earlier
+    kernel under the new key, forged id bits, invalid type, type mismatch, Type 3 outside
+    its block, a mixed-id warp with one bad lane: each caught with the model's cause. In
+    precise mode ``exc`` pulses with each failing response (its tag), in logging mode never;
+    both keep log_first / log_count. Responses are back-pressured."""
+    tb = BcuTB(dut, mem_latency=(1, 12))
+    tb.set_stalls(idle=0.2, stall=0.3)
+    await tb.reset()
+    caught = await _violation_rounds(tb, 4, precise)
+    assert all(caught.values()), caught
+    if precise:
+        assert tb.exc_tags == [r.tag for _, r, _ in tb.results if not r.ok]
+    else:
+        assert not tb.exc_tags
+
+
+@cocotb.test()
+async def exc_pulse_is_one_cycle(dut):
+    """Precise mode with the response held back: ``exc`` rises only in the cycle the failing
+    response is taken, for exactly one cycle, and log_first keeps the first violation."""
+    tb = BcuTB(dut)
+    await tb.reset()
+    drv = tb.driver()
+    drv.alloc_global("a", 1024)
+    launch = drv.launch()
+    await tb.launch(launch, precise=True)
+    tb.resp.enabled = False
+    reqs = [WarpRequest(launch.ptr("a"), [launch.ptr("a", 1024 + 4 * k) for k in range(LANES)], FULL),
+            WarpRequest(launch.ptr("a"), [launch.ptr("a", 4 * k) for k in range(LANES)], FULL),
+            WarpRequest(launch.ptr("a"), [launch.ptr("a", -4 * k) for k in range(LANES)], FULL, store=True)]
+    for r in reqs:
+        tb.submit(r)
+    high = 0
+    for _ in range(60):
+        await RisingEdge(tb.clk)
+        await ReadOnly()
+        high += int(dut.exc.value)
+    assert high == 0, "exc while the failing response was not taken"
+    assert int(dut.resp__valid.value) == 1
+    await RisingEdge(tb.clk)
+    tb.resp.enabled = True
+    await tb.drain()
+    await tb.check_state("exc")
+    assert tb.exc_tags == [reqs[0].tag, reqs[2].tag]
+    v = drv.read_log(int(dut.log_first.value), int(dut.log_count.value))
+    # an overflow logs the highest lane (the one that went furthest)
+    assert (v.count, v.tag, v.cause, v.lane, v.addr) == (
+        2, reqs[0].tag, Cause.OUT_OF_BOUNDS, LANES - 1, launch.buffers["a"].base + 1024 + 4 * (LANES - 1))
+
+
+@cocotb.test()
+async def launch_flushes(dut):
+    """A launch flushes both RCaches (everything misses again, with the new key's ids),
+    clears the log, and pointers of the previous launch now fail."""
+    tb = BcuTB(dut, mem_latency=(3, 8))
+    await tb.reset()
+    drv = tb.driver()
+    k = kernel("many_buffers", drv)
+    ops = list(k.ops())
+    first = drv.launch()
+    await tb.launch(first)
+    tb.submit_ops(ops[:40], first)
+    tb.submit(WarpRequest(first.ptr("out"), [first.ptr("out", -4)] * LANES, 1))   # one violation
+    await tb.check_state("first launch")
+    assert tb.model.misses == 9 and tb.model.log_count == 1
+    second = drv.launch()
+    await tb.launch(second)
+    await ReadOnly()
+    assert int(dut.log_count.value) == 0 and int(dut.log_first.value) == 0, "log not cleared by launch"
+    misses = tb.model.misses
+    tb.submit_ops(ops[:40], second)
+    await tb.check_state("second launch")
+    assert tb.model.misses - misses == 9, "caches not flushed by launch"
+    # the first launch's pointers are stale now (unless an old encrypted id happens to
+    # decrypt to the same buffer's new id under the new key: 1 in 16,384)
+    for op in ops[:9]:
+        old = pointer_eid(first.pointers[op.base])
+        if decrypt_id(old, second.id_key) == second.buffers[op.base].id:
+            continue
+        res = tb.submit(to_request(op, first, lanes=tb.lanes))
+        assert not res.ok
+    await tb.check_state("stale pointers")
+
+
+@cocotb.test()
+async def memory_latency_and_backpressure(dut):
+    """Many RBT fetches (local arrays, pointer arrays, many buffers, gather) with random
+    memory latency 1..60 cycles and random back-pressure on mem_req and idle mem_resp."""
+    tb = BcuTB(dut, mem_latency=(1, 60))
+    tb.set_stalls(idle=0.1, stall=0.2, mem_stall=0.5, mem_idle=0.5)
+    await tb.reset()
+    for name in ("local", "mixed_ids", "many_buffers"):
+        await tb.run_kernel(name)
+        await tb.check_state(name)
+    assert tb.model.misses > 60 and max(tb.mem_turnaround) > 30
+    tb.log.info("%d fetches, turnaround %d..%d cycles", len(tb.mem_turnaround),
+                min(tb.mem_turnaround), max(tb.mem_turnaround))
+
+
+@cocotb.test()
+async def mixed_id_warps(dut):
+    """Warps whose lanes carry 1..32 different ids (random buffers, offsets near both
+    ends, random masks and access sizes), some with one out-of-bounds lane: each lane is
+    checked against its own entry."""
+    tb = BcuTB(dut, mem_latency=(1, 6))
+    tb.set_stalls(idle=0.2, stall=0.2)
+    await tb.reset()
+    drv = tb.driver()
+    names = [f"b{i}" for i in range(40)]
+    for n in names:
+        drv.alloc_global(n, random.choice([64, 200, 1000, 5000]), gap=random.choice([0, 16, 4096]))
+    launch = drv.launch()
+    await tb.launch(launch)
+    bad = 0
+    for n in range(400):
+        ids = random.choice([1, 2, 3, 5, 8, 32])
+        pick = random.sample(names, min(ids, len(names)))
+        size_log2 = random.randrange(4)
+        addrs = []
+        for k in range(LANES):
+            b = launch.buffers[pick[k % len(pick)]]
+            top = b.size - (1 << size_log2)
+            addrs.append(launch.ptr(b.name, random.choice([0, top, random.randrange(top + 1)])))
+        if random.random() < 0.3:
+            k = random.randrange(LANES)
+            b = launch.buffers[pick[k % len(pick)]]
+            addrs[k] = launch.ptr(b.name, random.choice([-1, b.size - (1 << size_log2) + 1,
+                                                         b.size + 4096]))
+        mask = FULL if random.random() < 0.6 else random.getrandbits(LANES)
+        res = tb.submit(WarpRequest(addrs[0], addrs, mask, size_log2, random.random() < 0.3))
+        bad += not res.ok
+    await tb.check_state("mixed ids")
+    assert bad > 50
+
+
+@cocotb.test()
+async def random_fuzz(dut):
+    """Random requests: any pointer type per lane (valid, forged, stale, Type 1/3, invalid
+    and Type 3 with reserved bits set), random masks, sizes, stores, random launches and
+    precise mode; everything against the model."""
+    tb = BcuTB(dut, mem_latency=(1, 20))
+    tb.set_stalls(idle=0.2, stall=0.2, mem_stall=0.3, mem_idle=0.3)
+    await tb.reset()
+    drv = tb.driver()
+    for i in range(12):   # g0 read-only and g1 writable, the rest random
+        ro = i == 0 or (i > 1 and random.random() < 0.3)
+        drv.alloc_global(f"g{i}", random.randrange(16, 3000) if i > 1 else 1000, read_only=ro)
+    drv.alloc_t3("t0", 8)
+    drv.alloc_t3("t1", 12)
+    prev = drv.launch()
+    for round_ in range(6):
+        launch = drv.launch(scrub=round_ % 3 == 2)
+        await tb.launch(launch, precise=random.random() < 0.5)
+        bufs = list(launch.buffers.values())
+        for _ in range(150):
+            base_buf = random.choice(bufs)
+            base = launch.ptr(base_buf.name)
+            addrs = []
+            for k in range(LANES):
+                b = base_buf if random.random() < 0.7 else random.choice(bufs)
+                p = launch.ptr(b.name, random.randrange(-16, b.size + 16))
+                roll = random.random()
+                if roll < 0.03:
+                    p = with_addr(prev.pointers[b.name], pointer_addr(p))
+                elif roll < 0.06:
+                    p ^= random.getrandbits(14) << 48
+                elif roll < 0.08:
+                    p = pointer(random.randrange(4), pointer_addr(p), random.getrandbits(14))
+                addrs.append(p)
+            if random.random() < 0.1:
+                base = t1_pointer(pointer_addr(base))
+                addrs = [t1_pointer(pointer_addr(a)) for a in addrs]
+            tb.submit(WarpRequest(base, addrs, random.getrandbits(LANES) | (random.random() < 0.5) * FULL,
+                                  random.randrange(4), random.random() < 0.4))
+        for _, req, _ in violations(launch, prev, random, lanes=tb.lanes):
+            tb.submit(req)
+        await tb.check_state(f"fuzz round {round_}")
+        prev = launch
+    causes = {r.cause for _, r, _ in tb.results}
+    assert len(causes) == 6, f"causes seen: {causes}"
+
+
+@cocotb.test()
+async def latency_and_throughput(dut):
+    """With ``resp`` always ready: a stream of L1 hits is accepted one warp per cycle and
+    answered 1 cycle after each request; an L2 hit takes 3 cycles, a miss 4 + the memory
+    turnaround; a multi-id warp the sum over its groups. Compared per request with the
+    model's cycle estimate."""
+    tb = BcuTB(dut, mem_latency=(10, 10))
+    await tb.reset()
+    drv = tb.driver()
+    k = kernel("matmul", drv)
+    names = [f"m{i}" for i in range(6)]
+    for n in names:
+        drv.alloc_global(n, 4096)
+    launch = drv.launch()
+    await tb.launch(launch)
+    ops = list(k.ops())
+    # stream: warm-up misses then 600 hits back to back
+    tb.submit_ops(ops[:600], launch)
+    # L2 hits: cycle through 6 buffers (> 4 L1 ways) after warming L2
+    for rnd in range(4):
+        for n in names:
+            tb.submit(WarpRequest(launch.ptr(n), [launch.ptr(n, 4 * j) for j in range(LANES)], FULL))
+    # multi-id warps
+    for _ in range(20):
+        pick = random.sample(names, 3)
+        tb.submit(WarpRequest(launch.ptr(pick[0]), [launch.ptr(pick[j % 3], 4 * j) for j in range(LANES)], FULL))
+    await tb.drain()
+    await tb.check_state("latency")
+    assert set(tb.mem_turnaround) == {tb.mem_turnaround[0]}
+    turn = tb.mem_turnaround[0]
+    latencies = []
+    prev_answer = None
+    for n, (present, answer) in enumerate(zip(tb.present, tb.answered)):
+        begin = present if prev_answer is None else max(present, prev_answer)
+        latencies.append(answer - begin)
+        prev_answer = answer
+    wrong = [(n, got, r.latency(turn), [u.level for u in r.uops])
+             for n, ((_, r, _), got) in enumerate(zip(tb.results, latencies)) if got != r.latency(turn)]
+    assert not wrong, f"latency differs from the model (request, RTL, model, levels): {wrong[:5]}"
+    levels = {}
+    for (_, r, _), got in zip(tb.results, latencies):
+        if len(r.uops) == 1:
+            levels.setdefault(r.uops[0].level, set()).add(got)
+    assert levels["L1"] == {L1_LATENCY} and levels["L2"] == {L2_LATENCY}
+    assert levels["mem"] == {MISS_OVERHEAD + turn}
+    # throughput: the L1-hit run accepted one request per cycle
+    acc = tb.accepted[140:590]   # after the C tile's first (missing) store at op 128
+    assert acc == list(range(acc[0], acc[0] + len(acc))), "L1 hits not accepted one per cycle"
+    tb.log.info("latencies by level: %s", {k: sorted(v) for k, v in levels.items()})
+
+
+@cocotb.test()
+async def reset_midstream(dut):
+    """Reset with requests queued, a fetch outstanding and responses held: nothing from
+    before comes out afterwards, counters and log read zero, caches are empty, and the
+    unit works afterwards."""
+    tb = BcuTB(dut, mem_latency=(20, 40))
+    await tb.reset()
+    drv = tb.driver()
+    k = kernel("local", drv)
+    launch = drv.launch()
+    await tb.launch(launch, precise=True)
+    ops = list(k.ops())
+    tb.submit_ops(ops, launch)
+    tb.submit(WarpRequest(launch.ptr(k.locals[0]), [launch.ptr(k.locals[0], -4)] * LANES, FULL))
+    for _ in range(150):
+        await RisingEdge(tb.clk)
+    assert tb.expected, "everything finished before the reset"
+    assert int(dut.misses.value) > 0
+    await tb.do_reset()
+    await ReadOnly()
+    for name in ("l1_hits", "l2_hits", "misses", "log_count", "log_first", "resp__valid",
+                 "mem_req__valid"):
+        assert int(getattr(dut, name).value) == 0, f"{name} not zero after reset"
+    answered = len(tb.answered)
+    for _ in range(50):
+        await RisingEdge(tb.clk)
+    assert len(tb.answered) == answered and not tb.errors, "traffic from before the reset"
+    tb.submit_ops(ops, launch)
+    await tb.check_state("after reset")
+    assert tb.model.misses == 64     # caches empty after reset
+
+
+def test_bcu():
+    """pytest entry: the whole cocotb regression of bcu on Verilator."""
+    from tb.common.sim import run
+
+    run("bcu", "tb.gpushield.test_gpushield")
