@@ -27,6 +27,10 @@ DESIGNS = {
     "pcie_rdtable": Design("pcie", "hw.pcie:PcieReadTable"),
     "bcu": Design("gpushield", "hw.gpushield:BCU"),
     "bcu_csr": Design("gpushield", "hw.gpushield:BCUCSR"),
+    "sxp": Design("sxp", "hw.sxp:SXP"),
+    "sxp_system": Design("system", "hw.top:SxpSystem"),
+    "cc_ctrl": Design("cc", "hw.cc:CCCtrl"),
+    "cc_dma": Design("cc", "hw.cc:CCDma"),
 }
 
 

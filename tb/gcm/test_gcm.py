@@ -316,9 +316,14 @@ async def key_install_abandons_frame(dut):
     lists, frames = random_traffic(frames_per_ctx=1, max_blocks=4, rekey=0)
     items = [it for lst in lists for it in lst if it[0] == "key"]
     ops = interleave([[it for it in lst if it[0] == "op"] for lst in lists])
-    cut = len(ops) // 2
     new_key = random.randbytes(32)
-    victim = next(it[1] for it in ops[cut:] if it[3] is not Op.IV)  # has an open frame at the cut
+    # the victim has an open frame at the cut: its IV went before, an op of it comes after
+    # (every frame ends with a MAC, so a cut right after any IV always has one)
+    for cut in (len(ops) // 2, 1 + next(i for i, it in enumerate(ops) if it[2] is Op.IV)):
+        opened = {it[1] for it in ops[:cut] if it[2] is Op.IV}
+        victim = next((it[1] for it in ops[cut:] if it[2] is not Op.IV and it[1] in opened), None)
+        if victim is not None:
+            break
     items += ops[:cut] + [("key", victim, new_key)] + ops[cut:]
     await tb.run(items)
     victim_label = ("frame", victim, 0)
