@@ -6,6 +6,16 @@ NAND2-equivalent gates (GE), the same area in µm² at 45 nm (NanGate45 NAND2_X1
 and the longest combinational path in gate levels (Yosys ``ltp``). Results are cached per
 Verilog text in ``sim_build/reports/area/<design>.json``; the table goes to the screen and to
 ``sim_build/reports/area.{json,md}``.
+
+Two figures per design, from two mappings of the same generic netlist:
+
+- ``area_ge_enable_muxes``: every flip-flop is a plain D flip-flop, an enable costs a MUX2
+  in front of it (the conservative figure; what this report gave before clock gating).
+- ``area_ge`` (the headline): registers that share one enable are clock-gated, as an ASIC
+  flow's automatic clock-gating insertion does: a group of at least ``ICG_MIN_BITS``
+  flip-flops with the same clock and enable becomes plain flip-flops behind one integrated
+  clock-gating cell (``ICG``: NanGate45 CLKGATETST_X1, 5.0 GE). Smaller groups keep their
+  MUX2. The rewrite is done on Yosys's JSON netlist by :func:`clock_gate`.
 """
 import argparse
 import hashlib
@@ -16,19 +26,21 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hw.designs import available, by_folder  # noqa: E402
-from scripts.verilog import generate, verilog_body  # noqa: E402
+from scripts.verilog import generate, param_suffix, verilog_body  # noqa: E402
 
-__all__ = ["synthesise", "NAND2_UM2_45NM", "LIBERTY"]
+__all__ = ["synthesise", "clock_gate", "NAND2_UM2_45NM", "LIBERTY", "ICG_MIN_BITS"]
 
 LIBERTY = ROOT / "scripts" / "synth" / "generic_gates.lib"
 NAND2_UM2_45NM = 0.798
 REPORTS = ROOT / "sim_build" / "reports"
+ICG_MIN_BITS = 8        # break-even is 3 bits (ICG 5.0 GE vs MUX2 2.33 GE per bit); flows use 3..8
 
 
 def find_yosys():
@@ -38,28 +50,139 @@ def find_yosys():
         return yosys
     if os.geteuid() == 0 and shutil.which("apt-get"):
         print("yosys not found: installing the Debian package `yosys` …", file=sys.stderr)
-        subprocess.run(["apt-get", "update", "-qq"], check=False)
+        subprocess.run(["apt-get", "update", "-qq"], check=True)
         subprocess.run(["apt-get", "install", "-y", "-qq", "yosys"], check=True,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+                       stdout=subprocess.DEVNULL)
         return shutil.which("yosys")
     sys.exit("yosys not found: install it with `sudo apt-get install yosys` (Debian/Ubuntu)")
 
 
-def _script(verilog, top):
-    lib = str(LIBERTY)
+def _generic_script(verilog, top, netlist):
+    """Read and synthesise to Yosys's internal gates; save that netlist as JSON."""
     return "\n".join([
-        f"read_liberty -lib {lib}",  # cell port directions, for ltp
         f"read_verilog -sv {verilog}",
         f"synth -flatten -top {top}",
-        # enables and synchronous resets become logic in front of a plain D flip-flop
+        f"write_json {netlist}",
+    ])
+
+
+def _map_script(netlist, tag):
+    """Map a generic JSON netlist onto the liberty; ``{ltp_<tag>}``/``{stat_<tag>}`` outputs."""
+    lib = str(LIBERTY)
+    return "\n".join([
+        "design -reset",
+        f"read_liberty -lib {lib}",  # cell port directions (ltp) and the ICG cell
+        f"read_json {netlist}",
+        # enables and synchronous resets left become logic in front of a plain D flip-flop
         "dfflegalize -cell $_DFF_P_ 01",
         f"abc -liberty {lib}",
         "opt_clean -purge",
-        "tee -o {ltp} ltp -noff",
+        f"tee -o {{ltp_{tag}}} ltp -noff",
         f"dfflibmap -liberty {lib}",
         "opt_clean -purge",
-        "tee -o {stat} stat -liberty " + lib,
+        f"tee -o {{stat_{tag}}} stat -liberty " + lib,
     ])
+
+
+def _script(verilog, top):
+    """The whole flow's text (also the cache key's recipe part)."""
+    return "\n".join([_generic_script(verilog, top, "{generic}"), "# clock_gate() here",
+                       _map_script("{generic}", "muxes"), _map_script("{gated}", "gated"),
+                       f"# ICG_MIN_BITS={ICG_MIN_BITS}"])
+
+
+def clock_gate(netlist, min_bits=ICG_MIN_BITS):
+    """Rewrite a Yosys JSON netlist (dict, in place): every group of at least *min_bits*
+    ``$_DFFE_PP_``/``$_DFFE_PN_`` cells sharing clock and enable becomes ``$_DFF_P_`` cells
+    clocked by one ``ICG`` cell (an inverter in front of its enable for ``PN``). Returns the
+    number of ICG cells and of flip-flops behind them."""
+    (module,) = netlist["modules"].values()
+    cells = module["cells"]
+    groups = defaultdict(list)
+    for name, cell in cells.items():
+        if cell["type"] in ("$_DFFE_PP_", "$_DFFE_PN_"):
+            conn = cell["connections"]
+            groups[(cell["type"], str(conn["C"]), str(conn["E"]))].append(name)
+    next_bit = 1 + max((b for net in module["netnames"].values() for b in net["bits"]
+                        if isinstance(b, int)), default=1)
+    icgs = gated = 0
+    for (kind, _, _), names in sorted(groups.items()):
+        if len(names) < min_bits:
+            continue
+        first = cells[names[0]]["connections"]
+        enable = first["E"]
+        if kind == "$_DFFE_PN_":
+            cells[f"icg{icgs}_inv"] = {"hide_name": 1, "type": "$_NOT_", "parameters": {},
+                                       "attributes": {}, "port_directions": {"A": "input", "Y": "output"},
+                                       "connections": {"A": enable, "Y": [next_bit]}}
+            enable, next_bit = [next_bit], next_bit + 1
+        gck = [next_bit]
+        next_bit += 1
+        cells[f"icg{icgs}"] = {"hide_name": 1, "type": "ICG", "parameters": {}, "attributes": {},
+                               "port_directions": {"CK": "input", "E": "input", "GCK": "output"},
+                               "connections": {"CK": first["C"], "E": enable, "GCK": gck}}
+        for name in names:
+            conn = cells[name]["connections"]
+            cells[name] = {"hide_name": 1, "type": "$_DFF_P_", "parameters": {}, "attributes": {},
+                           "port_directions": {"C": "input", "D": "input", "Q": "output"},
+                           "connections": {"C": gck, "D": conn["D"], "Q": conn["Q"]}}
+        icgs, gated = icgs + 1, gated + len(names)
+    return icgs, gated
+
+
+def synthesise(name, params=None, force=False):
+    """Synthesise design *name* (built with *params*); return its report dict, cached per
+    Verilog text under ``sim_build/reports/area/<name><param suffix>.json``."""
+    params = dict(params or {})
+    label = name + param_suffix(params)
+    verilog = generate(name, params)
+    digest = hashlib.sha256(verilog_body(verilog) + LIBERTY.read_bytes() +
+                            _script("", "").encode()).hexdigest()[:16]
+    cache = REPORTS / "area" / f"{label}.json"
+    if cache.exists() and not force:
+        report = json.loads(cache.read_text())
+        if report.get("hash") == digest:
+            return report
+    yosys = find_yosys()
+    work = ROOT / "sim_build" / "synth" / label
+    work.mkdir(parents=True, exist_ok=True)
+    files = {k: work / f"{k}.txt" for k in ("ltp_muxes", "stat_muxes", "ltp_gated", "stat_gated")}
+    generic, gated_json = work / "generic.json", work / "gated.json"
+    print(f"[synth] {label}: yosys running (log: {work / 'yosys.log'}) …", file=sys.stderr, flush=True)
+    start = time.monotonic()
+
+    def run(script, step):
+        for key, path in files.items():
+            script = script.replace("{" + key + "}", str(path))
+        (work / f"{step}.ys").write_text(script + "\n")
+        with open(work / "yosys.log", "a") as log:
+            subprocess.run([yosys, "-q", "-s", str(work / f"{step}.ys")], check=True,
+                           stdout=log, stderr=subprocess.STDOUT)
+
+    (work / "yosys.log").write_text("")
+    run(_generic_script(verilog, name, generic), "generic")
+    netlist = json.loads(generic.read_text())
+    icgs, gated = clock_gate(netlist)
+    gated_json.write_text(json.dumps(netlist))
+    run(_map_script(generic, "muxes") + "\n" + _map_script(gated_json, "gated"), "map")
+    seconds = time.monotonic() - start
+    cells, area = _parse_stat(files["stat_gated"].read_text())
+    cells_mux, area_mux = _parse_stat(files["stat_muxes"].read_text())
+    levels = int(re.search(r"length=(\d+)", files["ltp_gated"].read_text()).group(1))
+    report = {
+        "design": label, "hash": digest,
+        "cells": {k: v for k, v in sorted(cells.items()) if k.isupper()},
+        "flip_flops": cells.get("DFF", 0),
+        "clock_gates": icgs, "gated_flip_flops": gated,
+        "area_ge": round(area, 1),
+        "area_um2_45nm": round(area * NAND2_UM2_45NM, 1),
+        "area_ge_enable_muxes": round(area_mux, 1),
+        "longest_path_levels": levels,
+        "synth_seconds": round(seconds, 1),
+    }
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(report, indent=1))
+    return report
 
 
 def _parse_stat(text):
@@ -70,48 +193,12 @@ def _parse_stat(text):
     return cells, area
 
 
-def synthesise(name, force=False):
-    """Synthesise design *name*; return its report dict (cached per Verilog text)."""
-    verilog = generate(name)
-    digest = hashlib.sha256(verilog_body(verilog) + LIBERTY.read_bytes() +
-                            _script("", "").encode()).hexdigest()[:16]
-    cache = REPORTS / "area" / f"{name}.json"
-    if cache.exists() and not force:
-        report = json.loads(cache.read_text())
-        if report.get("hash") == digest:
-            return report
-    yosys = find_yosys()
-    work = ROOT / "sim_build" / "synth" / name
-    work.mkdir(parents=True, exist_ok=True)
-    ltp_file, stat_file = work / "ltp.txt", work / "stat.txt"
-    script = _script(verilog, name).replace("{ltp}", str(ltp_file)).replace("{stat}", str(stat_file))
-    (work / "synth.ys").write_text(script + "\n")
-    print(f"[synth] {name}: yosys running (log: {work / 'yosys.log'}) …", file=sys.stderr, flush=True)
-    start = time.monotonic()
-    with open(work / "yosys.log", "w") as log:
-        subprocess.run([yosys, "-q", "-s", str(work / "synth.ys")], check=True, stdout=log,
-                       stderr=subprocess.STDOUT)
-    seconds = time.monotonic() - start
-    cells, area = _parse_stat(stat_file.read_text())
-    levels = int(re.search(r"length=(\d+)", ltp_file.read_text()).group(1))
-    report = {
-        "design": name, "hash": digest,
-        "cells": {k: v for k, v in sorted(cells.items()) if k.isupper()},
-        "flip_flops": cells.get("DFF", 0),
-        "area_ge": round(area, 1),
-        "area_um2_45nm": round(area * NAND2_UM2_45NM, 1),
-        "longest_path_levels": levels,
-        "synth_seconds": round(seconds, 1),
-    }
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(report, indent=1))
-    return report
-
-
 def table(reports):
-    head = ("design", "cells", "flip-flops", "area kGE", "µm² @45nm", "levels")
+    head = ("design", "cells", "flip-flops", "kGE", "µm² @45nm", "kGE without clock gating",
+            "levels")
     rows = [(r["design"], sum(r["cells"].values()), r["flip_flops"], f"{r['area_ge'] / 1000:.1f}",
-             f"{r['area_um2_45nm']:.0f}", r["longest_path_levels"]) for r in reports]
+             f"{r['area_um2_45nm']:.0f}", f"{r.get('area_ge_enable_muxes', r['area_ge']) / 1000:.1f}",
+             r["longest_path_levels"]) for r in reports]
     md = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     md += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return md

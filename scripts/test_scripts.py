@@ -7,7 +7,7 @@ from amaranth.lib import data
 from amaranth.lib import enum as aenum
 
 from hw.designs import by_folder
-from scripts.synth import _parse_stat
+from scripts.synth import _parse_stat, clock_gate
 from sw.cavp import parse_rsp
 from tb.common.payload import pack, unpack
 
@@ -76,6 +76,33 @@ def test_stat_parser():
     cells, area = _parse_stat(text)
     assert cells["AND2"] == 3 and cells["DFF"] == 2 and cells["XOR2"] == 7
     assert area == pytest.approx(29.333)
+
+
+def _netlist(enables):
+    """A JSON netlist with one DFFE per entry of *enables*: (cell type, enable bit)."""
+    cells = {f"ff{i}": {"type": kind, "connections": {"C": [2], "E": [e], "D": [100 + i], "Q": [200 + i]}}
+             for i, (kind, e) in enumerate(enables)}
+    cells["and"] = {"type": "$_AND_", "connections": {"A": [3], "B": [4], "Y": [5]}}
+    return {"modules": {"top": {"cells": cells, "netnames": {"n": {"bits": list(range(2, 300))}}}}}
+
+
+def test_clock_gate_groups_by_enable():
+    # 8 flip-flops on enable 3 are gated (one ICG); 2 on enable 4 keep their enable (too few);
+    # 8 active-low ones on enable 5 get an ICG behind an inverter
+    netlist = _netlist([("$_DFFE_PP_", 3)] * 8 + [("$_DFFE_PP_", 4)] * 2 + [("$_DFFE_PN_", 5)] * 8)
+    icgs, gated = clock_gate(netlist, min_bits=8)
+    cells = netlist["modules"]["top"]["cells"]
+    assert (icgs, gated) == (2, 16)
+    kinds = sorted(c["type"] for c in cells.values())
+    assert kinds.count("ICG") == 2 and kinds.count("$_NOT_") == 1
+    assert kinds.count("$_DFF_P_") == 16 and kinds.count("$_DFFE_PP_") == 2
+    icg = {c["connections"]["E"][0]: c["connections"]["GCK"] for c in cells.values() if c["type"] == "ICG"}
+    assert icg[3] == cells["ff0"]["connections"]["C"]
+    inv = next(c for c in cells.values() if c["type"] == "$_NOT_")
+    assert inv["connections"]["A"] == [5] and cells["ff10"]["connections"]["C"] == icg[inv["connections"]["Y"][0]]
+    assert cells["ff0"]["connections"]["D"] == [100] and cells["ff0"]["connections"]["Q"] == [200]
+    # fresh nets do not collide with existing ones
+    assert all(b[0] >= 300 for b in icg.values())
 
 
 def test_design_selection():

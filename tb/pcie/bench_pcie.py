@@ -153,43 +153,9 @@ def bench():
 def area(entries):
     """Synthesise ``pcie_rdtable`` with *entries* entries (other parameters default) with
     the flow of scripts/synth.py; cached in sim_build/reports/area/pcie_rdtable-entries_N.json."""
-    import hashlib
-    import json
-    import re
-    import subprocess
-
     from scripts import synth
-    from scripts.verilog import generate
 
-    params = {"entries": entries} if entries != 256 else {}
-    if not params:
-        return synth.synthesise("pcie_rdtable")
-    name = f"pcie_rdtable-entries_{entries}"
-    verilog = generate("pcie_rdtable", params)
-    digest = hashlib.sha256(verilog.read_bytes() + synth.LIBERTY.read_bytes() +
-                            synth._script("", "").encode()).hexdigest()[:16]
-    cache = synth.REPORTS / "area" / f"{name}.json"
-    if cache.exists() and json.loads(cache.read_text()).get("hash") == digest:
-        return json.loads(cache.read_text())
-    work = synth.ROOT / "sim_build" / "synth" / name
-    work.mkdir(parents=True, exist_ok=True)
-    ltp, stat = work / "ltp.txt", work / "stat.txt"
-    script = synth._script(verilog, "pcie_rdtable").replace("{ltp}", str(ltp)).replace("{stat}", str(stat))
-    (work / "synth.ys").write_text(script + "\n")
-    start = time.monotonic()
-    with open(work / "yosys.log", "w") as log:
-        subprocess.run([synth.find_yosys(), "-q", "-s", str(work / "synth.ys")], check=True,
-                       stdout=log, stderr=subprocess.STDOUT)
-    cells, total = synth._parse_stat(stat.read_text())
-    report = {"design": name, "hash": digest,
-              "cells": {k: v for k, v in sorted(cells.items()) if k.isupper()},
-              "flip_flops": cells.get("DFF", 0), "area_ge": round(total, 1),
-              "area_um2_45nm": round(total * synth.NAND2_UM2_45NM, 1),
-              "longest_path_levels": int(re.search(r"length=(\d+)", ltp.read_text()).group(1)),
-              "synth_seconds": round(time.monotonic() - start, 1)}
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(report, indent=1))
-    return report
+    return synth.synthesise("pcie_rdtable", {"entries": entries} if entries != 256 else {})
 
 
 if __name__ == "__main__":
