@@ -210,7 +210,7 @@ def main():
     parser.add_argument("--force", action="store_true", help="ignore the cache")
     args = parser.parse_args()
     names = by_folder(args.block) if args.block else available()
-    reports = [synthesise(n, args.force) for n in names]
+    reports = [synthesise(n, force=args.force) for n in names]
     for r in reports:
         print(f"\n{r['design']}: cells by type")
         for cell, count in r["cells"].items():

@@ -1,0 +1,225 @@
+"""``CCCtrl`` (design ``cc_ctrl``): the H100-style confidential-mode controller.
+
+- **Mode** (:class:`~hw.cc.layout.Mode`: off / on / devtools). The persistent store models
+  the EEPROM CC control bit: the EEPROM itself is outside (the board); at power-on
+  (``rst``) the store and the active mode load ``mode_nv``; ``CC_MODE_SET`` writes the
+  store (shown on ``mode_store``, which the board writes back to the EEPROM); the store
+  becomes the active mode only at the next function-level reset (``flr``). A code of 3 is
+  fail-secure: loaded at power-on it acts as ``ON``; written, it is ignored
+  (``CC_STATUS.bad_mode``). ``mode`` (the active mode) is a port for the CCU's
+  measurement and is readable in ``CC_MODE``.
+- **Reset scrub.** ``rst`` and ``flr`` start the scrub: in the reset cycle every register
+  (key state, scratch, logs, counters, the CSR read-data registers) is cleared, then the
+  scrub engine writes zero to every word of the memory, one per cycle (``depth`` cycles).
+  While it runs (``ready`` = 0) the memory port takes nothing and the host may only read
+  ``CC_MODE``; the firmware port is closed too. An ``flr`` during a scrub restarts it.
+  An access in flight when ``flr`` arrives (a response not yet taken) is dropped, as a
+  PCIe FLR aborts outstanding requests.
+- **BAR0 decoupler.** Host register accesses (``host``, a :class:`hw.csr.Signature` bus)
+  pass the allow-list :data:`hw.cc.regs.ALLOW` for the current row (the active mode, or
+  ``SCRUB``): refused reads return zero, refused writes are ignored, both counted in
+  ``DEC_COUNT`` with the address latched in ``DEC_LOG``. ``fw`` is the trusted firmware
+  (GSP) port to the same registers, unfiltered.
+- **Firewall** on ``mem_req``/``mem_resp`` (one 128-bit word per request, a response for
+  every request, in order). Words ``[0, protected)`` are the protected region. In CC on
+  and devtools: a host (PCIe) access to the protected region is refused (read returns
+  zero, ``ok`` = 0, write dropped) and logged (``FW_COUNT``, ``FW_LOG``); an engine other
+  than the DMA writing outside the protected region is refused, logged and raises
+  ``CC_STATUS.fault`` (output ``fault``). The DMA may go anywhere (it encrypts whatever
+  leaves, hw/cc/dma.py). Initiator code 3 obeys the host's rules. CC off refuses nothing.
+- **Performance counters** ``PERF_CYCLES``/``PERF_ACCESSES`` count while ``PERF_CTRL.en``
+  in CC off and devtools and are held at zero in CC on.
+
+Parameters: *depth* (memory words of 128 bits, a power of two; the scrub takes ``depth``
+cycles) and *protected* (words of the protected region, 1..depth).
+"""
+from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, ResetSignal, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hw.csr import RegisterFile, Signature
+
+from .layout import BLOCK_BITS, KEY_BITS, Mode, Src, mem_req_layout, mem_resp_layout
+from .regs import ADDR_WIDTH, ALLOW, FW_ADDR_BITS, KEY_WORDS, ROWS, SCRUB, SCRATCH_WORDS, \
+    _perm, register_map
+
+__all__ = ["CCCtrl"]
+
+SAT = (1 << 32) - 1
+
+
+class CCCtrl(wiring.Component):
+    """Mode controller, reset scrub, BAR0 decoupler, firewall and performance counters
+    (see the module docstring). Ports: ``mode_nv`` In, ``flr`` In, ``mode``, ``mode_store``,
+    ``ready``, ``fault`` Out, ``key`` Out (256, the key state), ``host`` and ``fw`` CSR
+    buses, ``mem_req`` In / ``mem_resp`` Out streams."""
+
+    def __init__(self, depth=256, protected=None):
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2 or \
+                depth & (depth - 1) or depth > 1 << FW_ADDR_BITS:
+            raise ValueError(f"depth must be a power of two in 2..2^{FW_ADDR_BITS}, not {depth!r}")
+        protected = depth * 3 // 4 if protected is None else protected
+        if isinstance(protected, bool) or not isinstance(protected, int) or not 1 <= protected <= depth:
+            raise ValueError(f"protected must be an int in 1..{depth}, not {protected!r}")
+        self.depth, self.protected = depth, protected
+        self.addr_bits = (depth - 1).bit_length()
+        self.regmap = register_map()
+        super().__init__({
+            "mode_nv": In(Mode),
+            "flr": In(1),
+            "mode": Out(Mode),
+            "mode_store": Out(Mode),
+            "ready": Out(1),
+            "fault": Out(1),
+            "key": Out(KEY_BITS),
+            "host": In(Signature(ADDR_WIDTH)),
+            "fw": In(Signature(ADDR_WIDTH)),
+            "mem_req": In(stream.Signature(mem_req_layout(self.addr_bits))),
+            "mem_resp": Out(stream.Signature(mem_resp_layout)),
+        })
+        self._rf = RegisterFile(self.regmap, ports=("fw", "host"))
+
+    def elaborate(self, platform):
+        m = Module()
+        rst, flr = ResetSignal(), self.flr
+        rf = self._rf
+        # every register of the map (and the bridges' read-data registers) clears on flr
+        m.submodules.regs = ResetInserter(flr)(rf)
+
+        # ---- mode store and active mode (survive flr; loaded from mode_nv at power-on) --
+        store = Signal(Mode, reset_less=True)
+        active = Signal(Mode, reset_less=True)
+        nv = Signal(Mode)
+        m.d.comb += nv.eq(Mux(self.mode_nv.as_value() == 3, Mode.ON, self.mode_nv))
+        set_f = rf["CC_MODE_SET"]["mode"]
+        with m.If(rst):
+            m.d.sync += [store.eq(nv), active.eq(nv)]
+        with m.Else():
+            with m.If(set_f.stb & (set_f.data != 3)):
+                m.d.sync += store.eq(set_f.data)
+            with m.If(flr):
+                m.d.sync += active.eq(store)
+
+        # ---- scrub engine --------------------------------------------------------------
+        scrubbing = Signal(init=1)          # runs after power-on too
+        scrub_addr = Signal(self.addr_bits)
+        with m.If(flr):
+            m.d.sync += [scrubbing.eq(1), scrub_addr.eq(0)]
+        with m.Elif(scrubbing):
+            m.d.sync += scrub_addr.eq(scrub_addr + 1)
+            with m.If(scrub_addr == self.depth - 1):
+                m.d.sync += scrubbing.eq(0)
+        blocked = scrubbing | flr
+        m.d.comb += [self.mode.eq(active), self.mode_store.eq(store), self.ready.eq(~scrubbing)]
+
+        # ---- BAR0 decoupler ------------------------------------------------------------
+        host, rfh = self.host, rf.host
+        row_sel = Signal(range(len(ROWS)))
+        m.d.comb += row_sel.eq(Mux(blocked, ROWS.index(SCRUB), active.as_value()))
+        may_r, may_w = Signal(), Signal()
+        for r in self.regmap:
+            perms = _perm(r.name)
+            rows_r = [i for i, p in enumerate(perms) if "r" in p]
+            rows_w = [i for i, p in enumerate(perms) if "w" in p]
+            hit = host.addr == r.addr
+            in_r = Cat(*(row_sel == i for i in rows_r)).any() if rows_r else Const(0)
+            in_w = Cat(*(row_sel == i for i in rows_w)).any() if rows_w else Const(0)
+            with m.If(hit):
+                m.d.comb += [may_r.eq(in_r), may_w.eq(in_w)]
+        # Mode code 3 selects no row: row_sel 3 is SCRUB's, the safest (active is never 3).
+        h_r = host.r_stb & ~flr
+        h_w = host.w_stb & ~flr
+        refused_r = h_r & ~may_r
+        refused_w = h_w & ~may_w
+        r_masked = Signal()
+        m.d.comb += [
+            rfh.addr.eq(host.addr), rfh.w_data.eq(host.w_data),
+            rfh.r_stb.eq(h_r & may_r), rfh.w_stb.eq(h_w & may_w),
+            host.r_data.eq(Mux(r_masked, 0, rfh.r_data)),
+        ]
+        with m.If(flr):
+            m.d.sync += r_masked.eq(0)
+        with m.Elif(host.r_stb):
+            m.d.sync += r_masked.eq(refused_r)
+        fwp = self.fw
+        m.d.comb += [
+            rf.fw.addr.eq(fwp.addr), rf.fw.w_data.eq(fwp.w_data),
+            rf.fw.r_stb.eq(fwp.r_stb & ~blocked), rf.fw.w_stb.eq(fwp.w_stb & ~blocked),
+            fwp.r_data.eq(rf.fw.r_data),
+        ]
+        dec_count = Signal(32)
+        dec_addr = Signal(ADDR_WIDTH)
+        dec_write = Signal()
+        with m.If(flr):
+            m.d.sync += [dec_count.eq(0), dec_addr.eq(0), dec_write.eq(0)]
+        with m.Elif(refused_r | refused_w):
+            m.d.sync += [dec_count.eq(Mux(dec_count == SAT, SAT, dec_count + 1)),
+                         dec_addr.eq(host.addr), dec_write.eq(refused_w)]
+
+        # ---- firewall and memory -------------------------------------------------------
+        m.submodules.mem = mem = Memory(shape=BLOCK_BITS, depth=self.depth, init=[])
+        wp, rp = mem.write_port(), mem.read_port()
+        req, resp = self.mem_req.payload, self.mem_resp
+        resp_ok, resp_rd = Signal(), Signal()
+        with m.If(flr):
+            m.d.sync += resp.valid.eq(0)
+        m.d.comb += self.mem_req.ready.eq(~blocked & (~resp.valid | resp.ready))
+        take = self.mem_req.valid & self.mem_req.ready
+        prot = req.addr < self.protected if self.protected < self.depth else Const(1)
+        src = req.src.as_value()
+        host_like = (src == Src.HOST.value) | (src == 3)
+        refuse = Signal()
+        m.d.comb += refuse.eq((active != Mode.OFF) & (
+            (host_like & prot) | ((src == Src.ENGINE.value) & req.write & ~prot)))
+        with m.If(take):
+            m.d.sync += [resp.valid.eq(1), resp_ok.eq(~refuse), resp_rd.eq(~req.write)]
+        with m.Elif(resp.ready & ~flr):
+            m.d.sync += resp.valid.eq(0)
+        m.d.comb += [
+            rp.addr.eq(req.addr), rp.en.eq(take & ~refuse & ~req.write),
+            resp.payload.ok.eq(resp_ok),
+            resp.payload.data.eq(Mux(resp_ok & resp_rd, rp.data, 0)),
+            wp.addr.eq(Mux(scrubbing, scrub_addr, req.addr)),
+            wp.data.eq(Mux(scrubbing, 0, req.data)),
+            wp.en.eq(scrubbing | (take & ~refuse & req.write)),
+        ]
+        fw_count = Signal(32)
+        fw_log = Signal(FW_ADDR_BITS + 3)
+        with m.If(flr):
+            m.d.sync += [fw_count.eq(0), fw_log.eq(0)]
+        with m.Elif(take & refuse):
+            m.d.sync += [fw_count.eq(Mux(fw_count == SAT, SAT, fw_count + 1)),
+                         fw_log.eq(Cat(req.addr, Const(0, FW_ADDR_BITS - self.addr_bits),
+                                       req.src, req.write))]
+        engine_fault = take & refuse & (src == Src.ENGINE.value)
+
+        # ---- performance counters ------------------------------------------------------
+        perf_en = rf["PERF_CTRL"]["en"].q
+        counting = perf_en & (active != Mode.ON)
+        cycles, accesses = Signal(32), Signal(32)
+        with m.If(flr | (active == Mode.ON)):
+            m.d.sync += [cycles.eq(0), accesses.eq(0)]
+        with m.Elif(counting):
+            m.d.sync += [cycles.eq(cycles + 1), accesses.eq(accesses + take)]
+
+        # ---- register values -----------------------------------------------------------
+        m.d.comb += [
+            rf["CC_MODE"]["active"].r.eq(active),
+            rf["CC_MODE"]["pending"].r.eq(store),
+            rf["CC_MODE"]["scrubbing"].r.eq(scrubbing),
+            rf["CC_STATUS"]["fault"].set.eq(engine_fault & ~flr),
+            rf["CC_STATUS"]["bad_mode"].set.eq(set_f.stb & (set_f.data == 3) & ~flr),
+            rf["DEC_COUNT"]["count"].r.eq(dec_count),
+            rf["DEC_LOG"]["addr"].r.eq(dec_addr),
+            rf["DEC_LOG"]["write"].r.eq(dec_write),
+            rf["FW_COUNT"]["count"].r.eq(fw_count),
+            rf["FW_LOG"]["addr"].r.eq(fw_log[:FW_ADDR_BITS]),
+            rf["FW_LOG"]["src"].r.eq(fw_log[FW_ADDR_BITS:FW_ADDR_BITS + 2]),
+            rf["FW_LOG"]["write"].r.eq(fw_log[FW_ADDR_BITS + 2]),
+            rf["PERF_CYCLES"]["count"].r.eq(cycles),
+            rf["PERF_ACCESSES"]["count"].r.eq(accesses),
+            self.fault.eq(rf["CC_STATUS"]["fault"].q),
+            self.key.eq(Cat(*(rf[f"KEY{k}"]["key"].q for k in range(KEY_WORDS)))),
+        ]
+        return m
