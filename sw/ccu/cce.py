@@ -26,7 +26,8 @@ from .errors import (ApiOrderError, IncompleteKeysError, ManifestError,
 from .keypkg import checkpoint_key, final_model_key, open_package, parse_header
 from .manifest import (KEY_CHECKPOINT, KEY_FINAL_MODEL, KEY_RESUME_CHECKPOINT,
                        JobManifest)
-from .measure import SLOT_CONFIG, SLOT_TILE_BOOTLOADER, config_measurement, measure
+from .measure import (SLOT_CC_MODE, SLOT_CONFIG, SLOT_TILE_BOOTLOADER, cc_mode_measurement,
+                      config_measurement, measure)
 from .report import AttestationReport, report_hash, sign_report
 from .sxp_port import KEY_SIZE
 
@@ -65,9 +66,10 @@ class Cce:
     """The third CCU layer. Holds the AK from the secondary bootloader and, during a TEE,
     the ECDH key, the parties' keys and the derived run keys."""
 
-    def __init__(self, ak, certificates, store, port, tile_bootloader: bytes):
+    def __init__(self, ak, certificates, store, port, tile_bootloader: bytes, cc_mode=None):
         self._ak, self._certs, self._store, self._port = ak, certificates, store, port
         self._tile_bootloader = tile_bootloader
+        self._cc_mode = cc_mode      # callable: the active CC mode, or None (no cc_ctrl)
         self.state = TeeState.READY
         self._clear_tee()
 
@@ -105,6 +107,8 @@ class Cce:
         self._port.set_trusted_mode()
         self._store.extend("cce", SLOT_CONFIG, config_measurement(True))
         self._store.extend("cce", SLOT_TILE_BOOTLOADER, measure(self._tile_bootloader))
+        if self._cc_mode is not None:
+            self._store.extend("cce", SLOT_CC_MODE, cc_mode_measurement(self._cc_mode()))
         self._manifest, self._party_keys, self._resume = manifest, party_keys, resume
         self._epoch = 0 if resume is None else resume.epoch + 1
         self._checkpoint_id = 0 if resume is None else resume.checkpoint_id

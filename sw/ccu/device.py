@@ -40,9 +40,14 @@ class Device:
     """One CCU with its SXP port. ``trng`` is the hardware TRNG the primary bootloader
     samples the UDS from on the very first power-on (tests pass a fixed one)."""
 
-    def __init__(self, firmware: FirmwareBundle, firmware_public_key, port, trng=os.urandom):
+    def __init__(self, firmware: FirmwareBundle, firmware_public_key, port, trng=os.urandom,
+                 cc_mode=None):
+        """*cc_mode*, if given, is a callable returning the active confidential-computing
+        mode of the device's ``cc_ctrl`` (its ``mode`` port); create_tee measures it into
+        slot 5 (:data:`sw.ccu.measure.SLOT_CC_MODE`)."""
         self._firmware, self._fw_key, self.port, self._trng = \
             firmware, firmware_public_key, port, trng
+        self._cc_mode = cc_mode
         self._uds = UdsRegion()
         self.measurements = MeasurementStore()
         self._store = CertificateStore()
@@ -75,7 +80,7 @@ class Device:
         out = sbl.run(self._firmware.cce, self._firmware.icu_firmware)
         self._store.boot = out.certificates
         self.cce = Cce(out.ak, self._store, self.measurements, self.port,
-                       self._firmware.tile_bootloader)
+                       self._firmware.tile_bootloader, cc_mode=self._cc_mode)
         return self.cce
 
     def reset(self) -> Cce:

@@ -16,7 +16,9 @@ slot  name                    owner  measured when
 2     cce                     sbl    secondary bootloader, before handing over
 3     ipu-config              cce    create_tee, after entering trusted mode
 4     tile-bootloader         cce    create_tee (the bootloader launch() deploys)
-5-63  (unused)                cce    never extended by this model: stay zero
+5     cc-mode                 cce    create_tee, on a device with a confidential-mode
+                                     controller (hw/cc ``cc_ctrl``): its active mode
+6-63  (unused)                cce    never extended by this model: stay zero
 ====  ======================  =====  ==========================================
 """
 import hashlib
@@ -24,14 +26,15 @@ import hashlib
 from .errors import SlotOwnerError
 
 __all__ = ["SLOTS", "DIGEST_SIZE", "SLOT_SBL", "SLOT_ICU", "SLOT_CCE", "SLOT_CONFIG",
-           "SLOT_TILE_BOOTLOADER", "SLOT_NAMES", "SLOT_OWNERS", "MeasurementStore",
-           "measure", "extend_value", "config_measurement"]
+           "SLOT_TILE_BOOTLOADER", "SLOT_CC_MODE", "SLOT_NAMES", "SLOT_OWNERS", "MeasurementStore",
+           "measure", "extend_value", "config_measurement", "cc_mode_measurement"]
 
 SLOTS = 64
 DIGEST_SIZE = 48
-SLOT_SBL, SLOT_ICU, SLOT_CCE, SLOT_CONFIG, SLOT_TILE_BOOTLOADER = range(5)
+SLOT_SBL, SLOT_ICU, SLOT_CCE, SLOT_CONFIG, SLOT_TILE_BOOTLOADER, SLOT_CC_MODE = range(6)
 SLOT_NAMES = {SLOT_SBL: "secondary-bootloader", SLOT_ICU: "icu-firmware", SLOT_CCE: "cce",
-              SLOT_CONFIG: "ipu-config", SLOT_TILE_BOOTLOADER: "tile-bootloader"}
+              SLOT_CONFIG: "ipu-config", SLOT_TILE_BOOTLOADER: "tile-bootloader",
+              SLOT_CC_MODE: "cc-mode"}
 SLOT_OWNERS = ("pbl", "sbl", "sbl") + ("cce",) * (SLOTS - 3)
 
 
@@ -51,6 +54,18 @@ def config_measurement(trusted_mode: bool = True) -> bytes:
     The register block is encoded as a label and one byte per bit we model (trusted mode),
     so a manufacturer can publish the reference value without running the model."""
     return measure(b"ITX-IPU-CONFIG\x00" + bytes([int(trusted_mode)]))
+
+
+def cc_mode_measurement(mode) -> bytes:
+    """Measurement of the active confidential-computing mode (``hw.cc.layout.Mode``: off 0,
+    on 1, devtools 2), as read from ``cc_ctrl``'s ``mode`` port or ``CC_MODE.active``.
+
+    Encoded like :func:`config_measurement` (a label and the 2-bit code in one byte), so a
+    verifier can compute the value it expects for the mode it requires."""
+    code = int(getattr(mode, "value", mode))
+    if not 0 <= code <= 3:
+        raise ValueError(f"a CC mode is a 2-bit code, not {mode!r}")
+    return measure(b"H100-CC-MODE\x00" + bytes([code]))
 
 
 class MeasurementStore:

@@ -28,8 +28,8 @@ from .errors import (ChainError, EpochMismatchError, FingerprintMissingError,
 from .firmware import CCE, SBL
 from .keypkg import KeyPackageContents, NONCE_SIZE, seal_package
 from .manifest import JobManifest
-from .measure import (DIGEST_SIZE, SLOT_CCE, SLOT_CONFIG, SLOT_ICU, SLOT_NAMES, SLOT_SBL,
-                      SLOT_TILE_BOOTLOADER, extend_value)
+from .measure import (DIGEST_SIZE, SLOT_CC_MODE, SLOT_CCE, SLOT_CONFIG, SLOT_ICU, SLOT_NAMES,
+                      SLOT_SBL, SLOT_TILE_BOOTLOADER, cc_mode_measurement, extend_value)
 from .report import (AttestationReport, report_hash, split_signed_report,
                      verify_report_signature)
 
@@ -47,10 +47,14 @@ def make_party_identity(name: str):
                                         key_agreement=True)
 
 
-def expected_slots(refs: dict) -> dict[int, bytes]:
-    """Slot values a good boot and create_tee produce: one extend of zero per reference."""
-    return {s: extend_value(bytes(DIGEST_SIZE), refs[name])
+def expected_slots(refs: dict, cc_mode=None) -> dict[int, bytes]:
+    """Slot values a good boot and create_tee produce: one extend of zero per reference,
+    and, when the party requires a CC mode, one extend of the cc-mode slot by it."""
+    want = {s: extend_value(bytes(DIGEST_SIZE), refs[name])
             for s, name in _SLOT_REFERENCE.items()}
+    if cc_mode is not None:
+        want[SLOT_CC_MODE] = extend_value(bytes(DIGEST_SIZE), cc_mode_measurement(cc_mode))
+    return want
 
 
 @dataclass(frozen=True)
@@ -82,8 +86,11 @@ class RelyingParty:
 
     def __init__(self, party_id: int, key, certificate: x509.Certificate,
                  ca_certificate: x509.Certificate, reference: x509.Certificate,
-                 manifest: JobManifest):
+                 manifest: JobManifest, cc_mode=None):
+        """*cc_mode*: the confidential-computing mode this party requires of a device with
+        a ``cc_ctrl`` (e.g. ``Mode.ON``); None for a device without one (slot 5 zero)."""
         self.party_id, self._key, self.certificate = party_id, key, certificate
+        self.cc_mode = cc_mode
         self._ca, self._reference, self.manifest = ca_certificate, reference, manifest
         self.counter = 0                # last package counter used
 
@@ -114,7 +121,7 @@ class RelyingParty:
         return VerifiedReport(report, report_hash(body), pub)
 
     def _check_contents(self, report, refs, epoch, checkpoint_id):
-        want = expected_slots(refs)
+        want = expected_slots(refs, self.cc_mode)
         for s, value in enumerate(report.slots):
             good = want.get(s, bytes(DIGEST_SIZE))
             if value != good:
