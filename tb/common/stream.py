@@ -16,7 +16,7 @@ from collections import deque
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-__all__ = ["StreamSource", "StreamSink", "random_pause", "never"]
+__all__ = ["StreamSource", "StreamSink", "random_pause", "never", "interleave"]
 
 
 def never():
@@ -124,3 +124,16 @@ class StreamSink(_Port):
             if ready and int(self.valid.value):
                 self.queue.append(int(self.payload.value))
                 self.received += 1
+
+
+def interleave(lists, rng=random):
+    """Merge item lists into one list at random, keeping each list's own order (frames of
+    several contexts interleaved item by item). *rng*: a ``random.Random`` or the module."""
+    queues = [deque(x) for x in lists if x]
+    out = []
+    while queues:
+        q = rng.choice(queues)
+        out.append(q.popleft())
+        if not q:
+            queues.remove(q)
+    return out

@@ -19,7 +19,7 @@ from sw.gcm.model import GcmCoreModel, j0_block
 from sw.gcm.vectors import blocks_of, cavp_cases, le
 from tb.common.payload import pack, unpack
 from tb.common.scrub import holders
-from tb.common.stream import StreamSink, StreamSource, never, random_pause
+from tb.common.stream import StreamSink, StreamSource, interleave, never, random_pause
 from tb.common.tb import TB
 
 CONTEXTS = 16
@@ -133,18 +133,6 @@ def frame_outputs(tb, label):
     mac = [got for lab, got in outs if lab[1] == "mac"][0]
     errs = sum(got["err"] for _, got in outs)
     return data, mac["block"], mac["tag_ok"], errs
-
-
-def interleave(frames):
-    """Merge per-frame item lists into one stream at random, keeping each list's order."""
-    queues = [deque(f) for f in frames if f]
-    out = []
-    while queues:
-        q = random.choice(queues)
-        out.append(q.popleft())
-        if not q:
-            queues.remove(q)
-    return out
 
 
 @cocotb.test()

@@ -1,0 +1,1 @@
+"""Golden model (:mod:`.model`) and CSR driver (:mod:`.driver`) of the Secure Exchange Pipe."""

@@ -1,0 +1,281 @@
+"""cocotb environment of ``sxp_system``: the tile model, host memory and the shim around
+the RTL, packet by packet.
+
+- :class:`CsrBus` queues CSR operations made by synchronous code (the shim's
+  ``configure(write)``, :class:`sw.itx.csr.CsrKeyPort` for the CCU) and plays them on a
+  ``host``/``ccu`` port with :meth:`CsrBus.flush` (one write per cycle; key commits wait for
+  STATUS.key_busy = 0).
+- :class:`SystemTB` is the device: tiles (:class:`sw.itx.tile.Tile`) send their request
+  packets into ``xb_i`` (whole packets, round robin over tiles); beats leaving ``pcie_o`` are
+  gathered into packets for :class:`sw.itx.host.HostMemory`, whose completions (random
+  RCB splits, latency, interleaving) go into ``pcie_i``; completions leaving ``xb_o`` are
+  routed by ``hdr.tile`` into the tiles' staging buffers. A frame whose last completion
+  has arrived is committed only after ``irq`` has stayed low for :data:`VERDICT_CYCLES`
+  cycles after it (the SXP latches AUTH when the tag beat leaves the engine, before the beat
+  reaches ``xb_o``); ``irq`` high halts every tile (the CCU's reaction) and :meth:`run`
+  raises the security exception.
+Every stream port can be given idle cycles / back-pressure.
+"""
+from collections import deque
+
+import cocotb
+from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+
+from hw.sxp.packet import Kind
+from sw.itx.csr import CsrConfigWriter, CsrKeyPort, status_fields
+from sw.itx.tile import Cause, SecurityException, Tile
+from sw.pcie.beats import decode, encode
+from tb.common.stream import StreamSink, StreamSource, random_pause
+from tb.common.tb import TB
+
+__all__ = ["CsrBus", "SystemTB", "VERDICT_CYCLES"]
+
+VERDICT_CYCLES = 2
+
+
+class CsrBus:
+    def __init__(self, dut, name, clk, regmap):
+        self.clk, self.regmap = clk, regmap
+        self.addr = getattr(dut, f"{name}__addr")
+        self.w_stb = getattr(dut, f"{name}__w_stb")
+        self.w_data = getattr(dut, f"{name}__w_data")
+        self.r_stb = getattr(dut, f"{name}__r_stb")
+        self.r_data = getattr(dut, f"{name}__r_data")
+        for s in (self.addr, self.w_stb, self.w_data, self.r_stb):
+            s.value = 0
+        self.ops = deque()
+        self.writes = 0
+
+    # synchronous side: queue
+    def write(self, addr, data):
+        self.ops.append(("w", addr, data))
+
+    def wait_key_idle(self):
+        self.ops.append(("key_idle",))
+
+    # simulation side
+    async def _idle(self):
+        self.w_stb.value = 0
+        self.r_stb.value = 0
+        self.w_data.value = 0      # no key word lingers on the bus
+
+    async def read(self, addr):
+        await FallingEdge(self.clk)
+        self.addr.value, self.r_stb.value, self.w_stb.value = addr, 1, 0
+        await FallingEdge(self.clk)             # sampled at the rising edge in between
+        self.r_stb.value = 0
+        await RisingEdge(self.clk)              # r_data holds from the cycle after r_stb
+        await ReadOnly()
+        value = int(self.r_data.value)
+        await FallingEdge(self.clk)
+        return value
+
+    async def status(self):
+        return status_fields(self.regmap, await self.read(self.regmap["STATUS"].addr))
+
+    async def flush(self):
+        while self.ops:
+            op = self.ops.popleft()
+            if op[0] == "w":
+                await FallingEdge(self.clk)
+                self.addr.value, self.w_data.value, self.w_stb.value = op[1], op[2], 1
+                self.r_stb.value = 0
+                self.writes += 1
+                if not (self.ops and self.ops[0][0] == "w"):
+                    await FallingEdge(self.clk)
+                    await self._idle()
+            else:
+                for _ in range(1000):
+                    if not (await self.status())["key_busy"]:
+                        break
+                else:
+                    raise AssertionError("STATUS.key_busy stuck")
+        await FallingEdge(self.clk)
+        await self._idle()
+
+
+class SystemTB(TB):
+    def __init__(self, dut, tiles, host, contexts, idle=0.0, stall=0.0, rng=None):
+        super().__init__(dut)
+        from hw.sxp.regs import register_map
+        self.regmap = register_map(contexts)
+        self.contexts = contexts
+        self.xb_src = StreamSource(dut, "xb_i", self.clk)
+        self.xb_sink = StreamSink(dut, "xb_o", self.clk)
+        self.req_sink = StreamSink(dut, "pcie_o", self.clk)
+        self.cpl_src = StreamSource(dut, "pcie_i", self.clk)
+        if idle:
+            self.xb_src.set_pause(random_pause(idle, rng) if rng else random_pause(idle))
+            self.cpl_src.set_pause(random_pause(idle, rng) if rng else random_pause(idle))
+        if stall:
+            self.xb_sink.set_pause(random_pause(stall, rng) if rng else random_pause(stall))
+            self.req_sink.set_pause(random_pause(stall, rng) if rng else random_pause(stall))
+        self.host_csr = CsrBus(dut, "host", self.clk, self.regmap)
+        self.ccu_csr = CsrBus(dut, "ccu", self.clk, self.regmap)
+        dut.rd_timeout.value = 0
+        self.host = host
+        self.tiles = {t: Tile(t) for t in tiles}
+        self.now = 0
+        self.exception = None
+        self.irq_seen = False
+        self._rr = deque(self.tiles)
+        self._req_beats, self._cpl_beats = [], []
+        self._verdicts = []          # (cycle, tile) frames waiting for the irq verdict
+        self._cpl_queue = deque()    # host completion beats not yet in the source
+        self.beats_to_tiles = 0
+        self.frames = 0
+        self.writes_sent = self.writes_stored = 0
+        self._xb_lock = {}
+
+    # ---- the shim's interfaces bound to the CSR ports --------------------------------------
+    def config_writer(self):
+        return CsrConfigWriter(self.host_csr.write, self.contexts)
+
+    def key_port(self):
+        return CsrKeyPort(self.ccu_csr.write, self.contexts, self.ccu_csr.wait_key_idle)
+
+    async def start(self):
+        await self.reset()
+        # the sinks were ready during reset: forget what the DUT still held from a previous
+        # test before the reset took effect
+        self.xb_sink.clear()
+        self.req_sink.clear()
+        cocotb.start_soon(self._pump())
+
+    async def restart(self, host, tiles):
+        """A chip reset between two runs of a job (keys scrubbed, trusted mode left): new
+        host memory and fresh tiles; nothing in flight survives."""
+        self.xb_src.clear()
+        self.cpl_src.clear()
+        self.xb_sink.clear()
+        self.req_sink.clear()
+        await self.reset()
+        for port in (self.xb_src, self.cpl_src, self.xb_sink, self.req_sink):
+            port.clear()
+        self.host, self.tiles = host, {t: Tile(t) for t in tiles}
+        self.writes_sent = self.writes_stored = 0
+        self._xb_lock = {}
+        self._rr = deque(self.tiles)
+        self._req_beats, self._cpl_beats, self._verdicts = [], [], []
+        self.exception, self.irq_seen = None, False
+
+    # ---- one cycle of the world around the RTL ----------------------------------------------
+    async def _pump(self):
+        while True:
+            await RisingEdge(self.clk)
+            await ReadOnly()
+            self.now += 1
+            irq = int(self.dut.irq.value)
+            if irq and not self.irq_seen:
+                self.irq_seen = True
+                self._halt_all(Cause.SXP_AUTH, f"SXP irq at cycle {self.now}")
+            self._move()
+
+    def _halt_all(self, cause, detail):
+        for tile in self.tiles.values():
+            if tile.exception is None and (tile.busy or tile.complete):
+                tile.security_exception(cause, detail)
+        if self.exception is None:
+            self.exception = SecurityException(cause, None, detail)
+        self._verdicts.clear()
+
+    def _move(self):
+        # tiles -> xb_i, whole packets, round robin over tiles. Like the exchange block, it
+        # lets one tile at a time use an exchange-block context for writes: from the first
+        # packet of a written frame to its cc packet no other tile's write on that xbctx
+        # goes (ITX: "its physical key context is used by one tile at a time").
+        if len(self.xb_src.queue) < 8:
+            for _ in range(len(self._rr)):
+                t = self._rr[0]
+                self._rr.rotate(-1)
+                box = self.tiles[t].outbox
+                if not box:
+                    continue
+                h = box[0][0].hdr
+                write = h["kind"] == Kind.WRITE_REQ.value
+                if write and self._xb_lock.get(h["xbctx"], t) != t:
+                    continue
+                packet = box.popleft()
+                for beat in packet:
+                    self.xb_src.send(encode(beat))
+                if write:
+                    self.writes_sent += 1
+                    if h["cc"]:
+                        self._xb_lock.pop(h["xbctx"], None)
+                    else:
+                        self._xb_lock[h["xbctx"]] = t
+                break
+        # pcie_o -> host
+        while self.req_sink.queue:
+            beat = decode(self.req_sink.queue.popleft())
+            self._req_beats.append(beat)
+            if beat.last:
+                self._check_request(self._req_beats)
+                self.writes_stored += beat.hdr["kind"] == Kind.WRITE_REQ.value
+                self.host.request(self._req_beats, self.now)
+                self._req_beats = []
+        # host -> pcie_i (a few beats ahead, so the host's interleaving choices stay live)
+        if len(self.cpl_src.queue) < 4:
+            packet = self.host.completion(self.now)
+            if packet is not None:
+                for beat in packet:
+                    self.cpl_src.send(encode(beat))
+        # xb_o -> tiles (staging)
+        while self.xb_sink.queue:
+            beat = decode(self.xb_sink.queue.popleft())
+            self.beats_to_tiles += 1
+            self._cpl_beats.append(beat)
+            if beat.last:
+                packet, self._cpl_beats = self._cpl_beats, []
+                h = packet[0].hdr
+                if h["kind"] != Kind.READ_CPL.value or h["tile"] not in self.tiles:
+                    raise AssertionError(f"xb_o sent {packet[0]!r} to no tile of this test")
+                tile = self.tiles[h["tile"]]
+                if tile.deliver(packet):
+                    self._verdicts.append((self.now, tile))
+        # verdicts: irq low for VERDICT_CYCLES after the frame's last beat -> commit
+        while self._verdicts and self._verdicts[0][0] + VERDICT_CYCLES <= self.now:
+            _, tile = self._verdicts.pop(0)
+            if self.exception is None:
+                tile.commit()
+                self.frames += 1
+
+    @staticmethod
+    def _check_request(packet):
+        """A packet on pcie_o is whole: one header on every beat, ``first`` on the first
+        beat only, as many beats as its length says (one for a read request) — so the
+        merge of read requests and write packets never cut a packet."""
+        h = packet[0].hdr
+        beats = 1 if h["kind"] == Kind.READ_REQ.value else -(-h["length"] // 16)
+        assert len(packet) == beats, f"pcie_o packet of {len(packet)} beats for {h}"
+        assert all(b.hdr == h for b in packet), f"pcie_o packet with mixed headers: {packet}"
+        assert [b.first for b in packet] == [1] + [0] * (beats - 1), f"pcie_o first flags {packet}"
+        assert h["kind"] in (Kind.READ_REQ.value, Kind.WRITE_REQ.value) and \
+            (h["aes"] == 0 or h["key_index"] < 16)
+
+    def busy(self):
+        """Something is still on its way: a tile program, a packet in a tile's outbox or
+        in a source, a frame awaiting its verdict, a read the host has not answered, or a
+        write request not yet stored by the host (posted writes drain before a phase
+        ends, so the runtime reads a complete checkpoint)."""
+        return (any(t.busy or t.outbox for t in self.tiles.values()) or self._verdicts or
+                self.host.outstanding or self.xb_src.queue or self.cpl_src.queue or
+                self.writes_sent != self.writes_stored)
+
+    async def run(self, job, max_cycles=2_000_000):
+        """Run *job* (tile -> callable(tile) -> generator) to the end; returns the cycles
+        taken; raises the security exception if one halted the tiles."""
+        for t, program in job.items():
+            self.tiles[t].run(program(self.tiles[t]))
+        start = self.now
+        while self.busy() and self.exception is None:
+            await RisingEdge(self.clk)
+            if self.now - start > max_cycles:
+                raise AssertionError(f"tiles still busy after {max_cycles} cycles")
+            halted = [t.exception for t in self.tiles.values() if t.exception is not None]
+            if halted and self.exception is None:
+                self._halt_all(halted[0].cause, str(halted[0]))
+                self.exception = halted[0]
+        if self.exception is not None:
+            raise self.exception
+        return self.now - start

@@ -1,0 +1,346 @@
+"""End-to-end checks of issue 6 on the RTL (``sxp_system``: SXP + pcie_rdtable).
+
+The job (:class:`sw.itx.testing.Scenario`): four tiles (0, 1, 5, 1471) boot an encrypted
+binary (the model provider's key, context 0), then at synchronisation point 1 the CCU
+replaces that key by the data provider's and the tiles read a data stream (context 0),
+fold it into their state and checkpoint it (this epoch's key, context 1); after a chip
+reset a new run (epoch 2) boots again and restores the checkpoint (epoch 1's key, context
+2). Expected values come from the plaintext the runtime encrypted and from cryptography's
+AESGCM (inside the shim), never from the RTL. Configuration goes over the host CSR port,
+keys and trusted mode over the CCU port (:class:`sw.itx.csr.CsrKeyPort`, the SxpKeyPort
+the CCU model uses).
+
+Each attack is its own test; each must be detected — an SXP security exception (irq,
+STATUS.cause) or the tile's IV check — with no byte of the failing frame in tile memory.
+"""
+import ast
+import os
+import random
+
+import cocotb
+import pytest
+
+from hw.sxp.regs import Cause as SxpCause
+from sw.itx.frames import (StreamType, checkpoint_nonce, decrypt_stream, encrypt_stream,
+                           payload_bytes, stream_nonce)
+from sw.itx.host import HostMemory
+from sw.itx.runtime import CODE_BASE, DATA_BASE, STATE_BASE
+from sw.itx.testing import Scenario, TrustedCcu
+from sw.itx.tile import Cause, SecurityException, check_measurement
+from tb.system.env import SystemTB
+
+PARAMS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}"))
+CONTEXTS = PARAMS.get("contexts", 16)
+TILES = (0, 1, 5, 1471)
+VICTIM, FRAME = 5, 2
+
+
+def scenario(seed, **kw):
+    host = HostMemory(rng=random.Random(seed + 1000), latency=(1, 40))
+    return Scenario(seed=seed, tiles=TILES, contexts=CONTEXTS, host=host, **kw)
+
+
+async def setup(dut, sc, idle=0.1, stall=0.1):
+    tb = SystemTB(dut, sc.tiles, sc.rt.host, CONTEXTS, idle=idle, stall=stall)
+    sc.prepare(tb.tiles)
+    await tb.start()
+    return tb
+
+
+async def launch(tb, sc, epoch=1, resume_epoch=None):
+    """Host: SXP configuration over the host port. CCU: trusted mode, key set 0."""
+    sc.rt.configure(tb.config_writer())
+    await tb.host_csr.flush()
+    sets, keys = sc.key_sets(epoch, resume_epoch)
+    ccu = TrustedCcu(tb.key_port(), keys)
+    ccu.launch(sets[0])
+    await tb.ccu_csr.flush()
+    st = await tb.ccu_csr.status()
+    assert st["trusted"] and not st["exc"], f"trusted mode not entered cleanly: {st}"
+    return ccu, sets
+
+
+def assert_loaded(sc, tile, frames):
+    """*tile* holds its first *frames* code frames and not one byte of the next."""
+    size = payload_bytes(sc.code[tile.id].frame_bytes)
+    n = min(len(sc.binaries[tile.id]), frames * size)
+    mem = tile.memory
+    assert mem[CODE_BASE:CODE_BASE + n] == sc.binaries[tile.id][:n], \
+        f"tile {tile.id}: the frames before the failing one are wrong"
+    assert set(mem[CODE_BASE + n:CODE_BASE + n + size]) == {sc.SENTINEL}, \
+        f"tile {tile.id}: a byte of the failing frame {frames} landed in tile memory"
+
+
+async def expect_exception(tb, job, cause, sxp_cause=None):
+    try:
+        await tb.run(job)
+    except SecurityException as e:
+        assert e.cause == cause, f"detected as {e.cause} ({e}), expected {cause}"
+    else:
+        raise AssertionError("the attack went undetected")
+    st = await tb.ccu_csr.status()
+    if sxp_cause is None:
+        assert not st["exc"], f"the SXP raised {SxpCause(st['cause']).name}; the IV check " \
+                              f"should have caught this"
+    else:
+        assert st["exc"] and st["cause"] == sxp_cause.value, \
+            f"SXP status {st}, expected cause {sxp_cause.name}"
+    return st
+
+
+# ---- the job, start to end ---------------------------------------------------------------
+async def boot(tb, sc):
+    cycles = await tb.run(sc.rt.boot())
+    for t in sc.tiles:
+        assert tb.tiles[t].memory[:len(sc.binaries[t])] == sc.binaries[t], \
+            f"tile {t}: memory differs from the plaintext binary"
+    assert check_measurement(tb.tiles.values(), sc.rt.measurement())
+    return cycles
+
+
+@cocotb.test()
+async def secure_boot(dut):
+    """Secure boot onto 4 tiles; key change at sync point 1; a step reading a data stream
+    of the other party; no exception, no read-table error (``make waves TEST=secure_boot``)."""
+    await boot_and_step(dut, 0.1, 0.1)
+
+
+@cocotb.test()
+@cocotb.parametrize(idle=[0.0, 0.4], stall=[0.0, 0.4])
+async def secure_boot_flow_control(dut, idle, stall):
+    """The same at full speed, with idle cycles on the inputs, with back-pressure on the
+    outputs, and both."""
+    await boot_and_step(dut, idle, stall)
+
+
+async def boot_and_step(dut, idle, stall):
+    sc = scenario(1)
+    tb = await setup(dut, sc, idle, stall)
+    ccu, sets = await launch(tb, sc)
+    cycles = await boot(tb, sc)
+    tb.log.info("boot of %d frames onto %d tiles: %d cycles", tb.frames, len(TILES), cycles)
+    ccu.install(sets[1])                                   # synchronisation point 1
+    await tb.ccu_csr.flush()
+    await tb.run(sc.rt.step(sc.data))
+    for t, sl in sc.data.readers.items():
+        size = payload_bytes(sl.frame_bytes)
+        lo, hi = sl.first * size, min(len(sc.batch), (sl.first + sl.count) * size)
+        assert tb.tiles[t].memory[DATA_BASE:DATA_BASE + hi - lo] == sc.batch[lo:hi], \
+            f"tile {t}: data buffer differs from the data stream"
+    assert not tb.irq_seen and int(dut.rd_err_count.value) == 0
+
+
+@cocotb.test()
+async def checkpoint_resume(dut):
+    """Checkpoint written by the tiles (encrypted by the SXP), then after a chip reset
+    restored in epoch 2 under epoch 1's key: the restored state equals the saved one."""
+    sc = scenario(2)
+    tb = await setup(dut, sc)
+    ccu, sets = await launch(tb, sc, epoch=1)
+    await boot(tb, sc)
+    ccu.install(sets[1])
+    await tb.ccu_csr.flush()
+    await tb.run(sc.rt.step(sc.data))
+    states = {t: bytes(tb.tiles[t].memory[STATE_BASE:STATE_BASE + sc.STATE]) for t in TILES}
+    assert all(any(s) for s in states.values())
+    await tb.run(sc.rt.checkpoint(sc.plan))
+    saved = sc.rt.save(sc.plan, epoch=1, checkpoint=0)
+    for t in TILES:
+        assert tb.tiles[t].checkpoint == 1 and tb.tiles[t].epoch == 1
+        assert not sc.rt.host.contains(states[t][:16]), "plaintext state reached the host"
+        # the SXP's encryption, checked with AESGCM: each frame opens under epoch 1's key
+        # with the nonce (CHECKPOINT, epoch 1, id 0, ipu 0, tile, frame)
+        nonce = lambda i, t=t: checkpoint_nonce(1, 0, 0, t, i)  # noqa: E731
+        assert decrypt_stream(sc.epoch_keys[1], nonce, saved.blobs[t], sc.STATE,
+                              saved.frame_bytes) == states[t], f"tile {t}: checkpoint frames"
+    # ---- new run: chip reset, epoch 2 resumes from (epoch 1, checkpoint 0) ----
+    new = scenario(2, epoch_keys=sc.epoch_keys)
+    plan = new.rt.restore(saved, ctx=2)
+    await tb.restart(new.rt.host, TILES)
+    new.prepare(tb.tiles)
+    for t in TILES:
+        tb.tiles[t].epoch, tb.tiles[t].checkpoint = 1, 0   # assigned by the CCU
+    await launch(tb, new, epoch=2, resume_epoch=1)
+    await tb.run(new.rt.boot(resume=plan))
+    for t in TILES:
+        assert tb.tiles[t].memory[STATE_BASE:STATE_BASE + sc.STATE] == states[t], \
+            f"tile {t}: restored state differs from the saved one"
+        assert tb.tiles[t].epoch == 2
+    assert not tb.irq_seen
+
+
+@cocotb.test()
+async def reads_and_writes_mixed(dut):
+    """Two tiles read the data stream while two others write their checkpoints, with
+    back-pressure on the host side: read requests (through the read table) and write
+    packets share pcie_o; write packets must stay whole. The data lands, and every
+    checkpoint frame opens with AESGCM under the epoch key."""
+    sc = scenario(13)
+    tb = await setup(dut, sc, idle=0.2, stall=0.5)
+    ccu, sets = await launch(tb, sc)
+    await boot(tb, sc)
+    ccu.install(sets[1])
+    await tb.ccu_csr.flush()
+    states = {}
+    for t in (5, 1471):
+        states[t] = random.randbytes(sc.STATE)
+        tb.tiles[t].memory[STATE_BASE:STATE_BASE + sc.STATE] = states[t]
+    step, ckpt = sc.rt.step(sc.data, compute=False), sc.rt.checkpoint(sc.plan)
+    await tb.run({0: step[0], 1: step[1], 5: ckpt[5], 1471: ckpt[1471]})
+    for t in (0, 1):
+        sl = sc.data.readers[t]
+        size = payload_bytes(sl.frame_bytes)
+        lo, hi = sl.first * size, min(len(sc.batch), (sl.first + sl.count) * size)
+        assert tb.tiles[t].memory[DATA_BASE:DATA_BASE + hi - lo] == sc.batch[lo:hi]
+    saved = sc.rt.save(sc.plan, epoch=1, checkpoint=0)
+    for t in (5, 1471):
+        nonce = lambda i, t=t: checkpoint_nonce(1, 0, 0, t, i)  # noqa: E731
+        assert decrypt_stream(sc.epoch_keys[1], nonce, saved.blobs[t], sc.STATE,
+                              saved.frame_bytes) == states[t], f"tile {t}: checkpoint frames"
+    assert not tb.irq_seen and int(dut.rd_err_count.value) == 0
+
+
+# ---- attacks on the code stream ----------------------------------------------------------
+async def attack_boot(dut, sc, cause, sxp_cause=None):
+    tb = await setup(dut, sc)
+    await launch(tb, sc)
+    await expect_exception(tb, sc.rt.boot(), cause, sxp_cause)
+    victim = tb.tiles[VICTIM]
+    assert victim.exception is not None, "the victim tile was not halted"
+    assert_loaded(sc, victim, FRAME)
+    return tb
+
+
+@cocotb.test()
+async def flipped_ciphertext_bit(dut):
+    sc = scenario(3)
+    sc.flip(sc.frame_addr(VICTIM, FRAME), 16 + random.randrange(400), random.randrange(8))
+    tb = await attack_boot(dut, sc, Cause.SXP_AUTH, SxpCause.AUTH)
+    assert tb.tiles[VICTIM].frames_committed == FRAME
+
+
+@cocotb.test()
+async def flipped_tag_bit(dut):
+    sc = scenario(4)
+    n = sc.code[VICTIM].frame_bytes
+    sc.flip(sc.frame_addr(VICTIM, FRAME), n - 16 + random.randrange(16), random.randrange(8))
+    await attack_boot(dut, sc, Cause.SXP_AUTH, SxpCause.AUTH)
+
+
+@cocotb.test()
+async def flipped_iv_bit(dut):
+    """A nonce bit: the frame decrypts under another counter and fails its tag. (A bit of
+    the IV tail 00000001 makes the engine refuse the frame: FRAME.)"""
+    sc = scenario(5)
+    sc.flip(sc.frame_addr(VICTIM, FRAME), random.randrange(12), random.randrange(8))
+    await attack_boot(dut, sc, Cause.SXP_AUTH, SxpCause.AUTH)
+
+
+@cocotb.test()
+async def flipped_iv_tail_bit(dut):
+    sc = scenario(6)
+    sc.flip(sc.frame_addr(VICTIM, FRAME), 12 + random.randrange(4), random.randrange(8))
+    await attack_boot(dut, sc, Cause.SXP_AUTH, SxpCause.FRAME)
+
+
+@cocotb.test()
+async def replayed_frame(dut):
+    """Frame 1 served again in slot 2: it authenticates, the tile's IV check refuses it."""
+    sc = scenario(7)
+    n = sc.code[VICTIM].frame_bytes
+    sc.rt.host.write(sc.frame_addr(VICTIM, FRAME), sc.rt.host.read(sc.frame_addr(VICTIM, FRAME - 1), n))
+    tb = await attack_boot(dut, sc, Cause.IV_MISMATCH)
+    assert tb.tiles[VICTIM].frames_committed == FRAME + 1
+
+
+@cocotb.test()
+async def reordered_frames(dut):
+    sc = scenario(8)
+    n = sc.code[VICTIM].frame_bytes
+    a, b = sc.frame_addr(VICTIM, FRAME), sc.frame_addr(VICTIM, FRAME + 1)
+    fa, fb = sc.rt.host.read(a, n), sc.rt.host.read(b, n)
+    sc.rt.host.write(a, fb)
+    sc.rt.host.write(b, fa)
+    await attack_boot(dut, sc, Cause.IV_MISMATCH)
+
+
+@cocotb.test()
+async def frame_from_another_stream(dut):
+    """Tile 0's frame 2 (same key, another code stream) in the victim's slot 2."""
+    sc = scenario(9)
+    n = sc.code[VICTIM].frame_bytes
+    sc.rt.host.write(sc.frame_addr(VICTIM, FRAME), sc.rt.host.read(sc.frame_addr(0, FRAME), n))
+    await attack_boot(dut, sc, Cause.IV_MISMATCH)
+
+
+@cocotb.test()
+async def frame_under_another_partys_key(dut):
+    """The expected nonce, but encrypted under the data provider's key."""
+    sc = scenario(10)
+    s = sc.code[VICTIM]
+    frame = encrypt_stream(sc.data_key, lambda i: stream_nonce(StreamType.CODE, s.id, FRAME),
+                           random.randbytes(100), s.frame_bytes)
+    sc.rt.host.write(sc.frame_addr(VICTIM, FRAME), frame)
+    await attack_boot(dut, sc, Cause.SXP_AUTH, SxpCause.AUTH)
+
+
+# ---- attacks on the key schedule and on checkpoints --------------------------------------
+@cocotb.test()
+async def host_ignores_key_schedule(dut):
+    """The runtime never asks for key set 1: the data frames meet the code key in context
+    0 and fail authentication (denial of service); no data byte lands, none leaks."""
+    sc = scenario(11)
+    tb = await setup(dut, sc)
+    await launch(tb, sc)
+    await boot(tb, sc)
+    await expect_exception(tb, sc.rt.step(sc.data), Cause.SXP_AUTH, SxpCause.AUTH)
+    for t in TILES:
+        assert set(tb.tiles[t].memory[DATA_BASE:DATA_BASE + 512]) == {sc.SENTINEL}, \
+            f"tile {t}: a data byte landed"
+    assert not sc.rt.host.contains(sc.batch[:16])
+
+
+@cocotb.test()
+async def checkpoint_from_another_epoch(dut):
+    """Epoch 3 must resume from epoch 2's checkpoint; the host serves epoch 1's (written
+    under epoch 1's key): the SXP, loaded with epoch 2's key, rejects it; nothing lands."""
+    sc = scenario(12)
+    tb = await setup(dut, sc)
+    ccu, sets = await launch(tb, sc, epoch=1)
+    await boot(tb, sc)
+    for t in TILES:
+        tb.tiles[t].memory[STATE_BASE:STATE_BASE + sc.STATE] = random.randbytes(sc.STATE)
+    await tb.run(sc.rt.checkpoint(sc.plan))
+    saved = sc.rt.save(sc.plan, epoch=1, checkpoint=0)
+    new = scenario(12, epoch_keys=sc.epoch_keys)
+    plan = new.rt.restore(saved, ctx=2)
+    await tb.restart(new.rt.host, TILES)
+    new.prepare(tb.tiles)
+    for t in TILES:
+        tb.tiles[t].epoch, tb.tiles[t].checkpoint = 2, 0
+        tb.tiles[t].memory[STATE_BASE:STATE_BASE + new.STATE] = bytes([new.SENTINEL]) * new.STATE
+    await launch(tb, new, epoch=3, resume_epoch=2)
+    await expect_exception(tb, new.rt.boot(resume=plan), Cause.SXP_AUTH, SxpCause.AUTH)
+    for t in TILES:
+        assert set(tb.tiles[t].memory[STATE_BASE:STATE_BASE + new.STATE]) == {new.SENTINEL}, \
+            f"tile {t}: a checkpoint byte landed"
+
+
+# ---- pytest entry ---------------------------------------------------------------------------
+def test_sxp_system():
+    """The whole regression on one build: 4 physical contexts, 16 read-table entries."""
+    from tb.common.sim import run
+
+    run("sxp_system", "tb.system.test_system", params={"contexts": 4, "entries": 16})
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_parameters_rejected():
+    """Bad parameters of SxpSystem: TypeError for a non-int, ValueError (from the blocks
+    it assembles) for a value out of range."""
+    from hw.top import SxpSystem
+    for bad, exc in (({"contexts": 0}, ValueError), ({"contexts": 17}, ValueError),
+                     ({"contexts": "4"}, TypeError), ({"entries": 1}, ValueError),
+                     ({"lanes": 2}, ValueError), ({"rcb": 32}, ValueError)):
+        with pytest.raises(exc):
+            SxpSystem(**bad)
