@@ -88,6 +88,7 @@ class SxpTB(TB):
         self.errors = []
         self.outstanding = {}             # one-read monitor: phys -> True
         self.read_hook = None             # called with (beat dict) for each aes read on pcie_o
+        self.host_busy = 0                # host-model answers still being sent (drain waits)
         for port in ("ccu", "host"):
             for sig in ("addr", "w_stb", "w_data", "r_stb"):
                 getattr(dut, f"{port}__{sig}").value = 0
@@ -251,7 +252,7 @@ class SxpTB(TB):
 
     async def drain(self, timeout=200_000):
         for _ in range(timeout):
-            if self.xb_i.empty() and self.pcie_i.empty() and \
+            if self.xb_i.empty() and self.pcie_i.empty() and not self.host_busy and \
                     self.pcie_o.received >= len(self.exp_w) + len(self.parked) and \
                     self.xb_o.received >= len(self.exp_r):
                 break
@@ -434,6 +435,13 @@ async def random_traffic(dut, idle, stall, frames=60):
     # the host: answers each aes read with a sealed frame (1 in 8 forged), completions of
     # different reads interleaved at packet granularity
     async def answer(b):
+        tb.host_busy += 1
+        try:
+            await answer_read(b)
+        finally:
+            tb.host_busy -= 1
+
+    async def answer_read(b):
         h = b["hdr"]
         await RisingEdge(tb.clk)
         for _ in range(rng.randint(0, 40)):
