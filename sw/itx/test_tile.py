@@ -116,16 +116,6 @@ def test_measurement_mismatch_is_a_security_exception(device):
         check_measurement(app.dev.tiles.values(), bad.rt.measurement())
 
 
-def _frame_addr(app, t, i):
-    s = app.code[t]
-    return s.addr + i * s.frame_bytes
-
-
-def _flip(app, addr, byte, bit=0):
-    v = bytearray(app.rt.host.read(addr + byte, 1))
-    v[0] ^= 1 << bit
-    app.rt.host.write(addr + byte, bytes(v))
-
 
 VICTIM, FRAME = 5, 2
 
@@ -143,15 +133,15 @@ def _attack_boot(app, cause):
 def test_flipped_bit(where, device):
     app = App(device=device, seed=3)
     byte = {"ciphertext": 100, "tag": app.code[VICTIM].frame_bytes - 3, "iv": 5, "iv_tail": 15}
-    _flip(app, _frame_addr(app, VICTIM, FRAME), byte[where], 6)
+    app.flip(app.frame_addr(VICTIM, FRAME), byte[where], 6)
     _attack_boot(app, Cause.SXP_AUTH)
     assert app.tile(VICTIM).frames_committed == FRAME      # the SXP stopped it
 
 
 def test_replayed_frame(device):
     app = App(device=device, seed=4)
-    f = app.rt.host.read(_frame_addr(app, VICTIM, FRAME - 1), app.code[VICTIM].frame_bytes)
-    app.rt.host.write(_frame_addr(app, VICTIM, FRAME), f)
+    f = app.rt.host.read(app.frame_addr(VICTIM, FRAME - 1), app.code[VICTIM].frame_bytes)
+    app.rt.host.write(app.frame_addr(VICTIM, FRAME), f)
     _attack_boot(app, Cause.IV_MISMATCH)
     assert app.tile(VICTIM).frames_committed == FRAME + 1   # authenticated, then refused
 
@@ -159,7 +149,7 @@ def test_replayed_frame(device):
 def test_reordered_frames(device):
     app = App(device=device, seed=5)
     n = app.code[VICTIM].frame_bytes
-    a, b = _frame_addr(app, VICTIM, FRAME), _frame_addr(app, VICTIM, FRAME + 1)
+    a, b = app.frame_addr(VICTIM, FRAME), app.frame_addr(VICTIM, FRAME + 1)
     fa, fb = app.rt.host.read(a, n), app.rt.host.read(b, n)
     app.rt.host.write(a, fb)
     app.rt.host.write(b, fa)
@@ -169,8 +159,8 @@ def test_reordered_frames(device):
 def test_frame_from_another_stream(device):
     app = App(device=device, seed=6)
     other = 0    # tile 0's code stream: same key, other stream id
-    f = app.rt.host.read(_frame_addr(app, other, FRAME), app.code[other].frame_bytes)
-    app.rt.host.write(_frame_addr(app, VICTIM, FRAME), f)
+    f = app.rt.host.read(app.frame_addr(other, FRAME), app.code[other].frame_bytes)
+    app.rt.host.write(app.frame_addr(VICTIM, FRAME), f)
     _attack_boot(app, Cause.IV_MISMATCH)
 
 
@@ -179,7 +169,7 @@ def test_frame_under_another_partys_key(device):
     # the data provider's key, the right nonce: only the key is wrong
     nonce = lambda i: stream_nonce(StreamType.CODE, app.code[VICTIM].id, FRAME)  # noqa: E731
     f = encrypt_stream(app.data_key, nonce, b"evil" * 40, app.code[VICTIM].frame_bytes)
-    app.rt.host.write(_frame_addr(app, VICTIM, FRAME), f)
+    app.rt.host.write(app.frame_addr(VICTIM, FRAME), f)
     _attack_boot(app, Cause.SXP_AUTH)
 
 
