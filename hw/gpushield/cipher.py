@@ -3,9 +3,11 @@
 A 4-round Feistel network on two 7-bit halves of the 14-bit id. Round key
 ``k_r = K[16r+15 : 16r]``; ``F(x, k) = (SBOX[(x ^ k) & 0xFF] ^ (k >> 8)) & 0x7F``. The
 input byte of the S-box is ``{k[7], x ^ k[6:0]}`` (x has 7 bits). Decryption runs the
-rounds backwards: ``(L, R) <- (R ^ F(L, k_r), L)`` for r = 3 .. 0. The whole network is
-combinational (four S-boxes in series): one cycle. :mod:`sw.gpushield.model` is the
-software twin, which the driver uses to encrypt.
+rounds backwards: ``(L, R) <- (R ^ F(L, k_r), L)`` for r = 3 .. 0. One round is one
+S-box deep (16 gate levels), so the BCU runs one round per pipeline stage
+(:func:`decrypt_round`); :func:`decrypt_id` chains all four (tests, and the reference for
+the pipelined form). :mod:`sw.gpushield.model` is the software twin, which the driver uses
+to encrypt.
 """
 from amaranth.hdl import Cat, Signal, Value
 
@@ -13,7 +15,7 @@ from hw.aes.sbox import sbox
 
 from .layout import HALF_BITS, ID_BITS, KEY_BITS
 
-__all__ = ["ROUNDS", "feistel_f", "decrypt_id", "encrypt_id"]
+__all__ = ["ROUNDS", "feistel_f", "decrypt_round", "decrypt_id", "encrypt_id"]
 
 ROUNDS = 4
 
@@ -35,15 +37,22 @@ def _round_keys(key):
     return [key[16 * r:16 * r + 16] for r in range(ROUNDS)]
 
 
+def decrypt_round(m, state, key, r, name="dec"):
+    """Decryption round *r* (3 first, 0 last) on the 14-bit *state* ``{R, L}`` (R in the
+    low half, as the ciphertext and the plain id are laid out)."""
+    state, key = Value.cast(state), Value.cast(key)
+    assert len(state) == ID_BITS and len(key) == KEY_BITS and 0 <= r < ROUNDS
+    left, right = state[HALF_BITS:], state[:HALF_BITS]
+    f = feistel_f(m, left, _round_keys(key)[r], f"{name}_r{r}")
+    return Cat(left, _wire(m, right ^ f, f"{name}_l{r}"))
+
+
 def decrypt_id(m, enc, key, name="dec"):
-    """The 14-bit id whose encryption under the 64-bit *key* is *enc*."""
-    enc, key = Value.cast(enc), Value.cast(key)
-    assert len(enc) == ID_BITS and len(key) == KEY_BITS
-    left, right = enc[HALF_BITS:], enc[:HALF_BITS]
-    for r, k in reversed(list(enumerate(_round_keys(key)))):
-        f = feistel_f(m, left, k, f"{name}_r{r}")
-        left, right = _wire(m, right ^ f, f"{name}_l{r}"), left
-    return Cat(right, left)
+    """The 14-bit id whose encryption under the 64-bit *key* is *enc* (all four rounds)."""
+    state = Value.cast(enc)
+    for r in reversed(range(ROUNDS)):
+        state = decrypt_round(m, state, key, r, name)
+    return state
 
 
 def encrypt_id(m, plain, key, name="enc"):

@@ -12,6 +12,8 @@ are packed in the order written, the first in the lowest bits.
 - :func:`log_layout` — the ``log_first`` output (our choice; see docs/gpushield.md).
 - :data:`CACHE_ENTRY` — what one RCache entry keeps besides its tag (RTL internal, and the
   storage figure of the benchmark).
+- :func:`span_layout` / :func:`uop_layout` / :func:`check_layout` — what flows between the
+  RTL's pipeline stages (internal; see hw/gpushield/core.py).
 """
 from amaranth.lib import data, enum
 from amaranth.utils import bits_for
@@ -19,7 +21,8 @@ from amaranth.utils import bits_for
 __all__ = ["VA_BITS", "ID_BITS", "HALF_BITS", "KEY_BITS", "TAG_BITS", "KERNEL_ID_BITS",
            "SIZE_BITS", "COUNTER_BITS", "RBT_ENTRIES", "RBT_ENTRY_BYTES", "MAX_LANES",
            "PtrType", "Cause", "T3_META", "POINTER", "RBT_ENTRY", "CACHE_ENTRY", "RESP",
-           "MEM_REQ", "MEM_RESP", "check_lanes", "lane_bits", "req_layout", "log_layout"]
+           "MEM_REQ", "MEM_RESP", "check_lanes", "lane_bits", "req_layout", "log_layout",
+           "span_layout", "uop_layout", "check_layout"]
 
 VA_BITS = 48            # virtual address bits of a pointer
 ID_BITS = 14            # buffer id: 16,384 RBT entries
@@ -118,3 +121,43 @@ def log_layout(lanes=32):
     is the virtual address of the offending lane (see docs/gpushield.md for which lane)."""
     return data.StructLayout({"tag": TAG_BITS, "cause": Cause, "lane": lane_bits(lanes),
                               "addr": VA_BITS})
+
+
+# ---------------------------------------------------------------- RTL pipeline (internal)
+def span_layout(lanes=32):
+    """A group's address span so far: ``any`` lane, the lowest address and its lane, the
+    highest address and its lane (ties: the lowest lane)."""
+    lb = lane_bits(lanes)
+    return data.StructLayout({"any": 1, "lo": VA_BITS, "lane_lo": lb, "hi": VA_BITS, "lane_hi": lb})
+
+
+def _op_fields(lanes):
+    # what the comparator and the log need of a micro-op (one lane group of one request)
+    lb = lane_bits(lanes)
+    return {
+        "lookup": 1,            # a Type 2 group: check against its RBT entry
+        "cause": Cause,         # the cause when no lookup is needed (type error, Type 3)
+        "lo": VA_BITS,          # lowest lane address (for a failing Type 3: the one to log)
+        "lane_lo": lb,
+        "hi": VA_BITS,          # highest lane address
+        "lane_hi": lb,
+        "size_log2": 2,
+        "store": 1,
+        "tag": TAG_BITS,
+        "last": 1,              # the request's last micro-op: answer
+    }
+
+
+def uop_layout(lanes=32):
+    """A micro-op as the front pipeline hands it to the RCache engine."""
+    return data.StructLayout({
+        **_op_fields(lanes),
+        "eid": ID_BITS,         # encrypted id: the RCache tag
+        "dec_part": ID_BITS,    # the id after decryption rounds 3, 2, 1 (round 0 runs in the engine)
+        "stale": 1,             # accepted before a launch: do not fill the flushed caches
+    })
+
+
+def check_layout(lanes=32):
+    """A micro-op with the RCache entry it is checked against (engine → comparator)."""
+    return data.StructLayout({**_op_fields(lanes), "entry": CACHE_ENTRY})

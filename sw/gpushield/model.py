@@ -7,7 +7,8 @@
   and address), the violation log and counters, and the RCache behaviour with the RTL's
   replacement policies (L1: 4-way tree pseudo-LRU, an invalid way first; L2: 64-entry FIFO),
   so that hits, misses and RBT fetch addresses are predicted exactly, and a cycle estimate
-  of each answer (:meth:`Result.latency`).
+  of each answer (:meth:`Result.latency`: the cycles a request holds the RTL's RCache
+  engine).
 """
 from dataclasses import dataclass, field
 
@@ -27,8 +28,10 @@ ID_MASK = (1 << ID_BITS) - 1
 VA_MASK = (1 << VA_BITS) - 1
 L1_ENTRIES = 4
 L2_ENTRIES = 64
-# Cycles from the request transfer to the answer, per micro-op (see hw/gpushield/core.py):
-# "mem" is added to the number of cycles from the mem_req transfer to the mem_resp transfer.
+# Cycles a micro-op holds the RTL's RCache engine (hw/gpushield/engine.py), by how it was
+# resolved; "mem" is added to the cycles from the mem_req transfer to the mem_resp transfer.
+# Back to back, answers follow each other by these; a request presented to an idle unit is
+# answered hw.gpushield.core.pipeline_depth(lanes) cycles later than that.
 LATENCY = {"direct": 1, "L1": 1, "L2": 3, "mem": 4}
 
 
@@ -224,8 +227,9 @@ class Result:
         return [u.fetch for u in self.uops if u.fetch is not None]
 
     def latency(self, mem_cycles):
-        """Cycles from the request's first micro-op entering the unit to its answer, when
-        ``resp`` is ready and each fetch takes *mem_cycles* from mem_req to mem_resp."""
+        """Cycles from the request's first micro-op entering the RCache engine to its last
+        one leaving it (= from the previous answer to this one in a back-to-back stream),
+        when ``resp`` is ready and each fetch takes *mem_cycles* from mem_req to mem_resp."""
         return sum(LATENCY[u.level] + (mem_cycles if u.level == "mem" else 0) for u in self.uops)
 
 

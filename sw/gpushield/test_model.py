@@ -53,7 +53,8 @@ def test_keys_differ():
 
 
 def test_rtl_decrypt_matches_model():
-    """The one-cycle decrypt circuit (Amaranth simulator) against the model."""
+    """The decrypt circuit (its four rounds chained; the BCU runs one per pipeline stage)
+    (Amaranth simulator) against the model."""
     from amaranth.hdl import Module, Signal
     m = Module()
     enc, key = Signal(14), Signal(64)

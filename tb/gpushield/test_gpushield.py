@@ -9,7 +9,7 @@ import random
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from hw.gpushield.core import L1_LATENCY, L2_LATENCY, MISS_OVERHEAD
+from hw.gpushield.core import L1_INTERVAL, L2_INTERVAL, MISS_INTERVAL, pipeline_depth
 from hw.gpushield.layout import Cause
 from sw.gpushield.model import (WarpRequest, decrypt_id, pointer, pointer_addr, pointer_eid,
                                 t1_pointer, with_addr)
@@ -258,9 +258,11 @@ async def random_fuzz(dut):
 @cocotb.test()
 async def latency_and_throughput(dut):
     """With ``resp`` always ready: a stream of L1 hits is accepted one warp per cycle and
-    answered 1 cycle after each request; an L2 hit takes 3 cycles, a miss 4 + the memory
-    turnaround; a multi-id warp the sum over its groups. Compared per request with the
-    model's cycle estimate."""
+    answered one per cycle; back to back, each answer follows the previous one by the
+    request's engine cycles (L1 hit 1, L2 hit 3, miss 4 + the memory turnaround, a
+    multi-id warp the sum over its groups), and a request presented to an idle unit is
+    answered ``pipeline_depth`` cycles later than that (7 cycles for an L1 hit with 32
+    lanes). Compared per request with the model's cycle estimate."""
     tb = BcuTB(dut, mem_latency=(10, 10))
     await tb.reset()
     drv = tb.driver()
@@ -282,13 +284,25 @@ async def latency_and_throughput(dut):
         pick = random.sample(names, 3)
         tb.submit(WarpRequest(launch.ptr(pick[0]), [launch.ptr(pick[j % 3], 4 * j) for j in range(LANES)], FULL))
     await tb.drain()
+    streamed = len(tb.results)
+    # one request at a time, the unit idle before each: L1 hits, L2 hits, and misses (an
+    # id no buffer has: its RBT entry is invalid)
+    used = {pointer_eid(p) for p in launch.pointers.values()}
+    forged = [e for e in range(1, 1 << 14) if e not in used][:3]
+    alone = [launch.ptr(n) for n in names * 2] + [launch.ptr(names[0])] * 2
+    alone += [pointer(1, launch.buffers[names[0]].base, e) for e in forged]
+    for p in alone:
+        tb.submit(WarpRequest(p, [p] * LANES, FULL))
+        await tb.drain()
     await tb.check_state("latency")
     assert set(tb.mem_turnaround) == {tb.mem_turnaround[0]}
-    turn = tb.mem_turnaround[0]
+    turn, depth = tb.mem_turnaround[0], pipeline_depth(LANES)
     latencies = []
     prev_answer = None
     for n, (present, answer) in enumerate(zip(tb.present, tb.answered)):
-        begin = present if prev_answer is None else max(present, prev_answer)
+        # the request reaches the engine `depth` cycles after it is presented (minus the
+        # checker's), or as the previous one leaves: its answer follows by its engine cycles
+        begin = present + depth if prev_answer is None else max(present + depth, prev_answer)
         latencies.append(answer - begin)
         prev_answer = answer
     wrong = [(n, got, r.latency(turn), [u.level for u in r.uops])
@@ -298,12 +312,22 @@ async def latency_and_throughput(dut):
     for (_, r, _), got in zip(tb.results, latencies):
         if len(r.uops) == 1:
             levels.setdefault(r.uops[0].level, set()).add(got)
-    assert levels["L1"] == {L1_LATENCY} and levels["L2"] == {L2_LATENCY}
-    assert levels["mem"] == {MISS_OVERHEAD + turn}
-    # throughput: the L1-hit run accepted one request per cycle
+    assert levels["L1"] == {L1_INTERVAL} and levels["L2"] == {L2_INTERVAL}
+    assert levels["mem"] == {MISS_INTERVAL + turn}
+    # the isolated requests: answer - presented = depth + engine cycles, for each level
+    isolated = {}
+    for (_, r, _), present, answer in zip(tb.results[streamed:], tb.present[streamed:],
+                                          tb.answered[streamed:]):
+        isolated.setdefault(r.uops[0].level, set()).add(answer - present)
+    assert isolated == {"L1": {depth + L1_INTERVAL}, "L2": {depth + L2_INTERVAL},
+                        "mem": {depth + MISS_INTERVAL + turn}}, isolated
+    # throughput: the L1-hit run accepted one request per cycle and answered one per cycle
     acc = tb.accepted[140:590]   # after the C tile's first (missing) store at op 128
     assert acc == list(range(acc[0], acc[0] + len(acc))), "L1 hits not accepted one per cycle"
-    tb.log.info("latencies by level: %s", {k: sorted(v) for k, v in levels.items()})
+    out = tb.answered[140:590]
+    assert out == list(range(out[0], out[0] + len(out))), "L1 hits not answered one per cycle"
+    tb.log.info("engine cycles by level: %s; alone, request to answer: %s",
+                {k: sorted(v) for k, v in levels.items()}, {k: sorted(v) for k, v in isolated.items()})
 
 
 @cocotb.test()

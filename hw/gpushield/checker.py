@@ -1,0 +1,108 @@
+"""``Checker``: the BCU's bounds comparator and answer, three registered stages.
+
+C1 holds a micro-op with its RCache entry and computes the entry's limit
+``base + size`` (a log-depth adder, the deepest step), the end of the group's access
+``max + bytes`` and the underflow ``min < base``; C2 compares the end with the limit and
+picks the cause (invalid entry (4) before other kernel (3) before out of bounds (1)
+before store to read-only (2)) and the lane to log; OUT holds the request's answer — the
+first failing group's cause, lane and address when a warp was split into several micro-ops
+— and drives the response. Each stage is a full-throughput register with back-pressure.
+"""
+from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.common import add, wire
+
+from .layout import (TAG_BITS, VA_BITS, Cause, check_lanes, check_layout, lane_bits,
+                     log_layout)
+from .pipe import add_small, stage
+
+__all__ = ["Checker"]
+
+
+class Checker(wiring.Component):
+    """Micro-ops with their entry in (``check_layout``), one answer per request out
+    (``log_layout``: tag, cause, and the lane and address to log when it fails)."""
+
+    def __init__(self, lanes=32):
+        self.lanes = check_lanes(lanes)
+        lb = lane_bits(lanes)
+        self._c2 = data.StructLayout({
+            "lookup": 1, "cause": Cause, "valid": 1, "kernel_ok": 1, "read_only": 1,
+            "store": 1, "under": 1,
+            "end": VA_BITS + 1,     # one past the group's last byte
+            "limit": VA_BITS + 1,   # one past the buffer's last byte
+            "lo": VA_BITS, "lane_lo": lb, "hi": VA_BITS, "lane_hi": lb,
+            "tag": TAG_BITS, "last": 1,
+        })
+        super().__init__({
+            "i": In(stream.Signature(check_layout(lanes))),
+            "o": Out(stream.Signature(log_layout(lanes))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        c1_valid, c1, c1_ready, c1_accept = stage(m, check_layout(self.lanes), self.i.valid,
+                                                  self.i.payload, "c1")
+        m.d.comb += self.i.ready.eq(c1_accept)
+
+        c2_in = Signal(self._c2, name="c2_in")
+        entry = c1.entry
+        m.d.comb += [
+            c2_in.limit.eq(add(m, entry.base, entry.size, VA_BITS + 1, "limit")),
+            c2_in.end.eq(add_small(m, c1.hi, (Const(1, 4) << c1.size_log2)[:4], "end")),
+            c2_in.under.eq(c1.lo < entry.base),
+            c2_in.valid.eq(entry.valid),
+            c2_in.kernel_ok.eq(entry.kernel_ok),
+            c2_in.read_only.eq(entry.read_only),
+        ]
+        for name in ("lookup", "cause", "store", "lo", "lane_lo", "hi", "lane_hi", "tag", "last"):
+            m.d.comb += getattr(c2_in, name).eq(getattr(c1, name))
+        c2_valid, c2, c2_ready, c2_accept = stage(m, self._c2, c1_valid, c2_in, "c2")
+        m.d.comb += c1_ready.eq(c2_accept)
+
+        answer = self._cause(m, c2, wire(m, c2_valid & c2_ready, "c2_done"))
+        out_valid, out, out_ready, out_accept = stage(m, log_layout(self.lanes),
+                                                      c2_valid & c2.last, answer, "out")
+        m.d.comb += [
+            c2_ready.eq(~c2.last | out_accept),
+            self.o.valid.eq(out_valid),
+            self.o.payload.eq(out),
+            out_ready.eq(self.o.ready),
+        ]
+        return m
+
+    def _cause(self, m, c2, done):
+        """The cause of C2's group and the request's answer so far (the first failing
+        group of a split warp); *done*: C2's micro-op leaves this cycle."""
+        over = c2.end > c2.limit
+        l_cause = wire(m, Mux(~c2.valid, Cause.INVALID_ENTRY.value,
+                              Mux(~c2.kernel_ok, Cause.KERNEL.value,
+                                  Mux(c2.under | over, Cause.OUT_OF_BOUNDS.value,
+                                      Mux(c2.store & c2.read_only, Cause.READ_ONLY.value,
+                                          Cause.NONE.value)))), "l_cause")
+        cause = wire(m, Mux(c2.lookup, l_cause, c2.cause), "cause")
+        # an overflow logs the lane that went furthest, anything else the lowest lane
+        hi_side = wire(m, c2.lookup & c2.valid & c2.kernel_ok & ~c2.under & over, "hi_side")
+        this_lane = Mux(hi_side, c2.lane_hi, c2.lane_lo)
+        this_addr = Mux(hi_side, c2.hi, c2.lo)
+
+        acc_cause = Signal(Cause, name="first_cause")    # NONE: no group failed yet
+        acc_lane = Signal(lane_bits(self.lanes), name="first_lane")
+        acc_addr = Signal(VA_BITS, name="first_addr")
+        use_acc = wire(m, acc_cause.as_value() != 0, "use_first")
+        with m.If(done):
+            with m.If(c2.last):
+                m.d.sync += acc_cause.eq(Cause.NONE)
+            with m.Elif(~use_acc & (cause != 0)):
+                m.d.sync += [acc_cause.eq(cause), acc_lane.eq(this_lane), acc_addr.eq(this_addr)]
+
+        answer = Signal(log_layout(self.lanes), name="answer")
+        m.d.comb += [
+            answer.tag.eq(c2.tag),
+            answer.cause.eq(Mux(use_acc, acc_cause, cause)),
+            answer.lane.eq(Mux(use_acc, acc_lane, this_lane)),
+            answer.addr.eq(Mux(use_acc, acc_addr, this_addr)),
+        ]
+        return answer
