@@ -4,10 +4,11 @@ Defined once and shared by the RTL (:mod:`hw.pcie.rdtable`), the golden model
 (:mod:`sw.pcie.model`), the host completion generator (:mod:`sw.pcie.host`) and the
 testbenches. The packet beats themselves are :func:`hw.sxp.packet.beat_layout`.
 
-Sizes are in bytes. Payloads, addresses and lengths move in 16-byte granules (one AES
-block, :data:`GRANULE`): a read request starts on a granule and asks for a whole number of
-granules, and every legal completion carries a whole number of granules. The table
-therefore keeps addresses and byte counts in granules.
+Sizes are in bytes. Payloads, addresses and lengths move in granules of one beat,
+16 · ``lanes`` bytes (:attr:`Params.granule`; :data:`GRANULE` = 16 bytes, one AES block, is
+the granule at ``lanes`` = 1): a read request starts on a granule and asks for a whole
+number of granules, and every legal completion carries a whole number of granules. The
+table therefore keeps addresses and byte counts in granules, and a granule is one beat.
 """
 from amaranth.lib import data, enum
 
@@ -57,14 +58,23 @@ class Params:
         return GRANULE * self.lanes
 
     @property
+    def granule(self):
+        """Bytes of the unit of addresses and lengths in the table: one beat, 16 · lanes."""
+        return self.beat_bytes
+
+    @property
+    def granule_bits(self):
+        return self.granule.bit_length() - 1
+
+    @property
     def addr_bits(self):
         """Index width of the table memories (the low bits of the tag)."""
         return (self.entries - 1).bit_length()
 
     @property
     def units_bits(self):
-        """Width of a request's remaining length in granules (0 .. max_read / 16)."""
-        return (self.max_read // GRANULE).bit_length()
+        """Width of a request's remaining length in granules (0 .. max_read / granule)."""
+        return (self.max_read // self.granule).bit_length()
 
     def beats(self, length):
         """Beats of a completion of *length* bytes (a legal length)."""
@@ -94,7 +104,9 @@ def check_params(entries=256, rcb=64, max_payload=256, max_read=1024, lanes=1):
       the 256-byte packets of :mod:`hw.sxp.packet`);
     - ``max_read``: max read request size, 128 .. 1024, a power of two (PCIe MRRS values up
       to the 1 KiB frame);
-    - ``lanes``: beat width in 128-bit lanes, 1, 2 or 4 (DESIGN.md Roadmap).
+    - ``lanes``: beat width in 128-bit lanes, 1, 2 or 4 (DESIGN.md Roadmap); ``rcb``
+      must be a multiple of the beat (16 · lanes bytes), so that a completion cut at the
+      RCB is a whole number of beats.
     """
     for name, value in (("entries", entries), ("rcb", rcb), ("max_payload", max_payload),
                         ("max_read", max_read), ("lanes", lanes)):
@@ -109,6 +121,9 @@ def check_params(entries=256, rcb=64, max_payload=256, max_read=1024, lanes=1):
         raise ValueError(f"max_read must be one of {MAX_READ_CHOICES}, not {max_read}")
     if lanes not in (1, 2, 4):
         raise ValueError(f"lanes must be 1, 2 or 4, not {lanes}")
+    if rcb % (GRANULE * lanes):
+        raise ValueError(f"rcb ({rcb}) must be a multiple of the beat, 16 * lanes = "
+                         f"{GRANULE * lanes} bytes")
     return Params(entries, rcb, max_payload, max_read, lanes)
 
 
@@ -119,5 +134,6 @@ def static_layout():
 
 def dynamic_layout(params):
     """What each completion advances: the next expected address and the bytes still
-    expected, both in granules (the address without its four zero low bits)."""
-    return data.StructLayout({"next": Header["addr"].width - GRANULE_BITS, "left": params.units_bits})
+    expected, both in granules of 16 · lanes bytes (the address without its zero low bits)."""
+    return data.StructLayout({"next": Header["addr"].width - params.granule_bits,
+                              "left": params.units_bits})

@@ -2,8 +2,8 @@
 pcie_rdtable, docs/pcie.md)."""
 from .beats import Beat, decode, encode, header
 from .host import all_splits, completion_packets, count_splits, is_legal_split, random_split
-from .model import AGE_EXPIRED, ModelError, RdTableModel, timeout_bounds
+from .model import AGE_EXPIRED, CheckRegister, ModelError, RdTableModel, timeout_bounds
 
 __all__ = ["Beat", "decode", "encode", "header", "all_splits", "completion_packets",
            "count_splits", "is_legal_split", "random_split", "AGE_EXPIRED", "ModelError",
-           "RdTableModel", "timeout_bounds"]
+           "RdTableModel", "timeout_bounds", "CheckRegister"]

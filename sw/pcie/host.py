@@ -5,7 +5,9 @@ address order (PCIe Base Specification, "Data Return for Read Requests"): every 
 carries at most ``max_payload`` bytes, and every completion but the last ends on an
 address aligned to the read-completion boundary ``rcb``. Here payloads move in 16-byte
 granules, so a legal split is a choice of RCB-aligned cut addresses strictly inside the
-read with no two consecutive cuts (or the ends) more than ``max_payload`` apart.
+read with no two consecutive cuts (or the ends) more than ``max_payload`` apart. With beats
+of 16 · ``lanes`` bytes, the read's address and length are multiples of the beat (the
+table's granule) and the RCB is too, so every completion is a whole number of beats.
 
 - :func:`all_splits` enumerates every legal split, :func:`count_splits` counts them;
 - :func:`random_split` draws one: ``"uniform"`` (every legal split equally likely),
@@ -30,11 +32,11 @@ _MODES = ("uniform", "finest", "coarsest")
 _WIDTHS = {name: (1 << f.width) - 1 for name, f in Header}   # field masks, for junk
 
 
-def _check_read(addr, length, rcb, max_payload):
-    check_params(rcb=rcb, max_payload=max_payload)
-    if addr % GRANULE or length % GRANULE or length <= 0:
-        raise ValueError(f"read addr {addr:#x} length {length}: both multiples of {GRANULE}, "
-                         f"length > 0")
+def _check_read(addr, length, rcb, max_payload, lanes):
+    granule = check_params(rcb=rcb, max_payload=max_payload, lanes=lanes).granule
+    if addr % granule or length % granule or length <= 0:
+        raise ValueError(f"read addr {addr:#x} length {length}: both multiples of {granule} "
+                         f"(16 * lanes), length > 0")
 
 
 def cut_points(addr, length, rcb):
@@ -58,14 +60,14 @@ def _ways(addr, length, rcb, max_payload):
     return tuple(ways)
 
 
-def count_splits(addr, length, rcb=64, max_payload=256):
-    _check_read(addr, length, rcb, max_payload)
+def count_splits(addr, length, rcb=64, max_payload=256, lanes=1):
+    _check_read(addr, length, rcb, max_payload, lanes)
     return _ways(addr, length, rcb, max_payload)[0]
 
 
-def all_splits(addr, length, rcb=64, max_payload=256):
+def all_splits(addr, length, rcb=64, max_payload=256, lanes=1):
     """Every legal split, each a list of (addr, length) completions."""
-    _check_read(addr, length, rcb, max_payload)
+    _check_read(addr, length, rcb, max_payload, lanes)
     pos = _positions(addr, length, rcb)
 
     def walk(i):
@@ -80,9 +82,9 @@ def all_splits(addr, length, rcb=64, max_payload=256):
     yield from walk(0)
 
 
-def random_split(addr, length, rcb=64, max_payload=256, rng=_random, mode="uniform"):
+def random_split(addr, length, rcb=64, max_payload=256, rng=_random, mode="uniform", lanes=1):
     """One legal split (list of (addr, length)), drawn as *mode* says."""
-    _check_read(addr, length, rcb, max_payload)
+    _check_read(addr, length, rcb, max_payload, lanes)
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES}, not {mode!r}")
     pos = _positions(addr, length, rcb)
@@ -105,11 +107,12 @@ def random_split(addr, length, rcb=64, max_payload=256, rng=_random, mode="unifo
     return out
 
 
-def is_legal_split(addr, length, split, rcb=64, max_payload=256):
-    """True if *split* answers the read [addr, addr + length) legally."""
+def is_legal_split(addr, length, split, rcb=64, max_payload=256, lanes=1):
+    """True if *split* answers the read [addr, addr + length) legally with beats of
+    16 · *lanes* bytes."""
     at = addr
     for n, (a, size) in enumerate(split):
-        if a != at or size <= 0 or size % GRANULE or size > max_payload:
+        if a != at or size <= 0 or size % (GRANULE * lanes) or size > max_payload:
             return False
         at += size
         if n < len(split) - 1 and at % rcb:
@@ -121,7 +124,8 @@ def completion_packets(tag, addr, data, split, lanes=1, rng=_random, junk=False)
     """Completion packets for a read at *addr* whose bytes are *data*, cut as *split*.
 
     Every packet has ``kind`` READ_CPL, *tag*, its ``addr`` and ``length`` and its data in
-    beats of 16 · *lanes* bytes (the last one zero-filled). With *junk*, every field the
+    beats of 16 · *lanes* bytes (the last one zero-filled when the split is not in whole
+    beats, which a legal split at *lanes* always is). With *junk*, every field the
     table must not trust is random: the first beat's kind, tile, xbctx, aes, cc and
     key_index, and the whole header and ``first`` flag of every later beat.
     """

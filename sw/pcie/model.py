@@ -1,41 +1,47 @@
 """Golden model of ``pcie_rdtable``, the PCIe-complex read lookup table (DESIGN.md §
 pcie_rdtable; docs/pcie.md is the reference this model implements).
 
-The model is stepped once per clock cycle with what the table *accepted* in that cycle
-(at most one ``req_i`` beat and one ``cpl_i`` beat) and the ``timeout`` input; it then
+The model is stepped once per clock cycle with what the table *took* in that cycle: at
+most one ``req_i`` beat (accepted on the port) and one completion beat (taken from the
+table's check register into its checks: a ``cpl_i`` beat is accepted into that register
+and taken from it in the first later cycle in which ``cpl_i.ready`` is 1; see
+:class:`CheckRegister`) and the ``timeout`` input; it then
 holds the state after the clock edge: the status outputs (:meth:`RdTableModel.status`) are
 cycle exact, and the beats the table must emit are appended to :attr:`req_out` /
 :attr:`cpl_out` in order (when they leave depends on the output's ``ready``, which the
-model does not see). Bytes and addresses are kept in bytes here, not in granules.
+model does not see). Bytes and addresses are kept in bytes here, not in granules (a
+granule is one beat, 16 · lanes bytes).
 
 Per cycle, every decision reads the state before the edge:
 
 1. a request takes the lowest free tag (a tag is free when not outstanding; an expired
    entry is not free until it is reported);
 2. a completion beat is handled by the packet state machine below, against the entries
-   as they were before this cycle;
-3. with ``timeout`` = T > 0 the tick counter runs; on a tick every outstanding entry
-   (except one allocated in this cycle) ages by one, saturating at :data:`AGE_EXPIRED`;
+   as they were before this cycle, except that the tag allocated in the cycle before is
+   still unknown (the RTL writes its entry in this cycle);
+3. the tick counter runs with the ``timeout`` T of the cycle before (T = 0: stopped and
+   cleared) and hits every ceil(T / 4) cycles; a hit ticks the ages one cycle later: on a tick every outstanding entry (except one
+   allocated in this cycle) ages by one, saturating at :data:`AGE_EXPIRED`;
 4. the lowest expired entry (age = AGE_EXPIRED before the edge) is freed and reported.
 
 Completion packets (boundaries from ``last``; ``first`` and the header of later beats are
 ignored). On the first beat, with *e* the tag's entry, the first failing check is the cause:
 
-- UNKNOWN_TAG: tag >= entries, not outstanding, or expired;
+- UNKNOWN_TAG: tag >= entries, not outstanding, expired, or allocated in the cycle before;
 - OVERRUN: length > e.remaining;
 - ADDRESS: addr != e.next;
-- MALFORMED: length == 0, length % 16 != 0, or length > max_payload;
+- MALFORMED: length == 0, length % granule != 0, or length > max_payload;
 - BOUNDARY: length != e.remaining and (addr + length) % rcb != 0.
 
 A bad completion is dropped whole (error event, entry unchanged). A good one leaves with
 ``kind`` = READ_CPL, ``tile``/``key_index``/``aes`` from the entry, ``xbctx`` = 0, its own
 ``addr``/``length``/``tag``, ``cc`` = (length == e.remaining), as exactly
-ceil(length / beat bytes) beats; the entry advances (and is freed when ``cc``). Surplus
+length / beat bytes beats; the entry advances (and is freed when ``cc``). Surplus
 input beats are dropped, a short packet is padded with zero-data beats; both are a FRAMING
 error event (tag of the packet), raised at the beat where it shows.
 
-Requests are trusted (they come from the SXP): address a multiple of 16, length a multiple
-of 16 in 16 .. max_read, not wrapping past 2³². :meth:`step` raises :class:`ModelError`
+Requests are trusted (they come from the SXP): address a multiple of the granule, length
+a multiple of the granule in granule .. max_read, not wrapping past 2³². :meth:`step` raises :class:`ModelError`
 for one that is not, and for a request accepted while every tag is outstanding (the RTL
 must back-pressure).
 """
@@ -43,12 +49,13 @@ import heapq
 from collections import deque
 from dataclasses import dataclass
 
-from hw.pcie.layout import COUNTER_BITS, GRANULE, TIMEOUT_STEPS, Cause, check_params
+from hw.pcie.layout import COUNTER_BITS, TIMEOUT_STEPS, Cause, check_params
 from hw.sxp.packet import Kind
 
 from .beats import Beat, header
 
-__all__ = ["RdTableModel", "ModelError", "Entry", "AGE_EXPIRED", "timeout_bounds"]
+__all__ = ["RdTableModel", "ModelError", "Entry", "AGE_EXPIRED", "timeout_bounds",
+           "CheckRegister"]
 
 AGE_EXPIRED = TIMEOUT_STEPS + 1
 _COUNT_MAX = (1 << COUNTER_BITS) - 1
@@ -92,6 +99,9 @@ class RdTableModel:
         self._free = list(range(self.params.entries))   # a heap: the lowest free tag first
         self._expired = set()
         self.tick_count = 0
+        self._tick = False        # the tick counter hit in the cycle before
+        self._timeout = 0         # the timeout input of the cycle before
+        self._fresh = None        # the tag allocated in the cycle before
         self.err_count = self.err_tag = 0
         self.err_cause = Cause.NONE
         self.timeout_count = self.timeout_tag = 0
@@ -143,14 +153,16 @@ class RdTableModel:
                                  f"{self.params.entries} tags outstanding")
             alloc = heapq.heappop(self._free)   # decided before this cycle's frees
         if cpl is not None:
-            self._cpl_beat(cpl)
+            self._cpl_beat(cpl)            # sees self._fresh of the cycle before
         # completion timeout ticks
+        timeout, self._timeout = self._timeout, timeout
         if timeout:
             period = -(-timeout // TIMEOUT_STEPS)
-            tick = self.tick_count + 1 >= period
-            self.tick_count = 0 if tick else self.tick_count + 1
+            hit = self.tick_count + 1 >= period
+            self.tick_count = 0 if hit else self.tick_count + 1
         else:
-            tick, self.tick_count = False, 0
+            hit, self.tick_count = False, 0
+        tick, self._tick = self._tick, hit
         if tick:
             for t, e in self.table.items():
                 e.age = min(e.age + 1, AGE_EXPIRED)
@@ -162,19 +174,21 @@ class RdTableModel:
             self.timeouts.append((self.cycle, report, e.issued))
             self.timeout_count = min(self.timeout_count + 1, _COUNT_MAX)
             self.timeout_tag = report
+        self._fresh = None
         if alloc is not None:
             h = req.hdr
             self.table[alloc] = Entry(h["tile"], h["key_index"], h["aes"], h["addr"],
                                       h["length"], self.cycle)
             self.req_out.append(Beat(0, dict(h, tag=alloc), 1, 1))
+        self._fresh = alloc
         return alloc
 
     def _check_request(self, h):
-        length, addr = h["length"], h["addr"]
-        if (addr % GRANULE or length % GRANULE or not GRANULE <= length <= self.params.max_read
+        length, addr, g = h["length"], h["addr"], self.params.granule
+        if (addr % g or length % g or not g <= length <= self.params.max_read
                 or addr + length > 1 << 32):
             raise ModelError(f"read request breaks the table's preconditions: addr {addr:#x} "
-                             f"length {length} (16-byte aligned, 16..{self.params.max_read} "
+                             f"length {length} ({g}-byte aligned, {g}..{self.params.max_read} "
                              f"bytes, not past the end of the 32-bit space)")
 
     def _error(self, tag, cause):
@@ -187,13 +201,13 @@ class RdTableModel:
         p = self.params
         tag, addr, length = hdr["tag"], hdr["addr"], hdr["length"]
         e = self.table.get(tag)
-        if e is None or tag >= p.entries or e.age == AGE_EXPIRED:
+        if e is None or tag >= p.entries or e.age == AGE_EXPIRED or tag == self._fresh:
             return Cause.UNKNOWN_TAG
         if length > e.remaining:
             return Cause.OVERRUN
         if addr != e.next:
             return Cause.ADDRESS
-        if length == 0 or length % GRANULE or length > p.max_payload:
+        if length == 0 or length % p.granule or length > p.max_payload:
             return Cause.MALFORMED
         if length != e.remaining and (addr + length) % p.rcb:
             return Cause.BOUNDARY
@@ -261,8 +275,12 @@ class RdTableModel:
 
     # ---- transaction-level helpers (unit tests, directed stimulus) -----------------
     def request(self, timeout=0, **hdr):
-        """One cycle with a read request of header fields *hdr*; returns its tag."""
-        return self.step(req=Beat(0, header(kind=Kind.READ_REQ, **hdr), 1, 1), timeout=timeout)
+        """Two cycles: a read request of header fields *hdr*, then the cycle its tag leaves
+        on ``req_o`` (a completion for it can be checked from the cycle after); returns
+        its tag."""
+        tag = self.step(req=Beat(0, header(kind=Kind.READ_REQ, **hdr), 1, 1), timeout=timeout)
+        self.step(timeout=timeout)
+        return tag
 
     def send(self, packet, timeout=0):
         """Step each beat of *packet* (a list of :class:`Beat`), one per cycle; return the
@@ -276,3 +294,29 @@ class RdTableModel:
     def idle(self, cycles, timeout=0):
         for _ in range(cycles):
             self.step(timeout=timeout)
+
+
+class CheckRegister:
+    """When the table takes each ``cpl_i`` beat into its checks, from its ports alone.
+
+    A beat accepted on ``cpl_i`` waits in the table's one-beat check register; while that
+    register is full, ``cpl_i.ready`` is 1 exactly in the cycles the table takes the held
+    beat. :meth:`cycle` is called once per clock cycle with the beat ``cpl_i`` accepted in
+    that cycle (or None) and ``cpl_i.ready``; it returns the beat the table checks in that
+    cycle (the one to step :class:`RdTableModel` with), or None."""
+
+    def __init__(self):
+        self.held = None
+
+    def clear(self):
+        self.held = None
+
+    def cycle(self, accepted, ready):
+        taken = self.held if ready else None
+        if taken is not None:
+            self.held = None
+        if accepted is not None:
+            if self.held is not None:
+                raise AssertionError("cpl_i accepted a beat while the check register was full")
+            self.held = accepted
+        return taken

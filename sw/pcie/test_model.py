@@ -31,6 +31,15 @@ def test_bad_parameters(kwargs, error):
         RdTableModel(**kwargs)
 
 
+def test_rcb_must_be_whole_beats(monkeypatch):
+    """Every PCIe RCB (64, 128) is a multiple of every beat (16, 32, 64 bytes); with a
+    32-byte RCB allowed, the rule that the RCB be whole beats shows."""
+    monkeypatch.setattr("hw.pcie.layout.RCB_CHOICES", (32, 64, 128))
+    assert check_params(rcb=32, lanes=2).granule == 32
+    with pytest.raises(ValueError, match="multiple of the beat"):
+        check_params(rcb=32, lanes=4)
+
+
 # ---- beat codec -----------------------------------------------------------------------
 @pytest.mark.parametrize("lanes", [1, 2, 4])
 def test_beat_codec_matches_layout(lanes):
@@ -161,6 +170,13 @@ def test_same_cycle_request_and_completion_read_old_state():
     m.request(addr=0, length=16)
     tag = m.step(req=Beat(0, header(addr=0x40, length=16)), cpl=Beat(0, header(tag=1, addr=0x40, length=16)))
     assert tag == 1 and m.errors[-1][1:] == (1, Cause.UNKNOWN_TAG)
+    # in the cycle after its allocation a tag is still unknown (its entry is being written);
+    # from the cycle after that, it is checked against its read
+    m.step(cpl=Beat(0, header(tag=1, addr=0x40, length=16)))
+    assert m.errors[-1][1:] == (1, Cause.UNKNOWN_TAG) and len(m.errors) == 2
+    m.step(cpl=Beat(0, header(tag=1, addr=0x40, length=16)))
+    assert len(m.errors) == 2 and m.free_tags() == [1]
+    assert m.request(addr=0x80, length=16) == 1
     # free tag 0 and request in the same cycle: the table is full before the edge
     with pytest.raises(ModelError):
         m.step(req=Beat(0, header(addr=0x80, length=16)), cpl=Beat(0, header(tag=0, addr=0, length=16)))
@@ -184,12 +200,13 @@ def test_interleaved_reads_end_to_end():
         pending, reads = {}, {}
         for _ in range(600):
             if len(m.table) < p.entries and rng.random() < 0.5:
-                length = 16 * rng.randint(1, p.max_read // 16)
-                addr = 16 * rng.randrange(1 << 24)
+                length = p.granule * rng.randint(1, p.max_read // p.granule)
+                addr = p.granule * rng.randrange(1 << 24)
                 req = dict(tile=rng.randrange(1472), key_index=rng.randrange(16), aes=rng.randrange(2))
                 tag = m.request(addr=addr, length=length, **req)
                 data = rng.randbytes(length)
-                split = random_split(addr, length, p.rcb, p.max_payload, rng)
+                split = random_split(addr, length, p.rcb, p.max_payload, rng, lanes=p.lanes)
+                assert all(n % p.granule == 0 for _, n in split)
                 pending[tag] = completion_packets(tag, addr, data, split, p.lanes, rng, junk=True)
                 reads[tag] = (req, data, [])
             elif pending:
@@ -347,7 +364,12 @@ def test_expired_entry_unknown_until_reported():
     m = RdTableModel(entries=4)
     for t in range(3):
         m.request(addr=0x100 * t, length=64)
-    m.idle(AGE_EXPIRED, timeout=4)          # a tick every cycle: all three expire together
+    # the counter runs from the cycle after `timeout` is set, hits every cycle, and each
+    # hit ticks the ages one cycle later: after AGE_EXPIRED + 2 cycles all three have
+    # expired together
+    m.idle(AGE_EXPIRED + 1, timeout=4)
+    assert all(e.age == AGE_EXPIRED - 1 for e in m.table.values())
+    m.idle(1, timeout=4)
     assert m.timeouts == [] and all(e.age == AGE_EXPIRED for e in m.table.values())
     m.step(cpl=cpl(2, 0x200, 64)[0], timeout=4)   # expired: unknown even before its report
     assert m.errors[-1][1:] == (2, Cause.UNKNOWN_TAG)
@@ -366,3 +388,60 @@ def test_reset_frees_everything():
     assert m.outstanding == 0 and m.err_count == 0 and not m.req_out and not m.cpl_out
     assert m.request(addr=0, length=16) == 0
     assert m.send(cpl(1, 0x100, 64)) == [] and m.errors[-1][2] is Cause.UNKNOWN_TAG
+
+
+# ---- model: wider beats -------------------------------------------------------------------
+def test_lanes4_granule_is_a_beat():
+    """At lanes = 4 a request and a legal completion are whole 64-byte beats: a length that
+    is not is MALFORMED, an address that is not is never the expected one (ADDRESS, which
+    is checked first); requests that are not whole beats break the preconditions."""
+    m, tag = one_read(lanes=4, rcb=128, length=512)
+    for addr, length in [(0x1000, 16), (0x1000, 48), (0x1000, 80), (0x1000, 112)]:
+        assert m.send(cpl(tag, addr, length, beats=1)) == []
+        assert m.errors[-1][1:] == (tag, Cause.MALFORMED), (addr, length)
+    for addr, length in [(0x1010, 64), (0x1020, 16), (0x1030, 128)]:
+        assert m.send(cpl(tag, addr, length, beats=1)) == []
+        assert m.errors[-1][1:] == (tag, Cause.ADDRESS), (addr, length)
+    assert m.send(cpl(tag, 0x1000, 64, beats=1)) == []       # off the 128-byte RCB
+    assert m.errors[-1][1:] == (tag, Cause.BOUNDARY)
+    assert m.table[tag].next == 0x1000 and m.table[tag].remaining == 512
+    out = m.send(cpl(tag, 0x1000, 256, beats=4)) + m.send(cpl(tag, 0x1100, 256, beats=4))
+    assert len(out) == 8 and out[-1].hdr["cc"] == 1 and m.outstanding == 0
+    for addr, length in [(0x20, 64), (0x40, 32), (0x40, 0)]:
+        with pytest.raises(ModelError):
+            m.request(addr=addr, length=length)
+
+
+@pytest.mark.parametrize("lanes", [2, 4])
+def test_splits_are_whole_beats(lanes):
+    rng = random.Random(lanes)
+    g = 16 * lanes
+    for _ in range(500):
+        rcb, mps = rng.choice([(64, 256), (64, 128), (128, 128), (128, 256)])
+        addr, length = g * rng.randrange(1 << 20), g * rng.randint(1, 1024 // g)
+        for mode in ("uniform", "finest", "coarsest"):
+            split = random_split(addr, length, rcb, mps, rng, mode, lanes=lanes)
+            assert is_legal_split(addr, length, split, rcb, mps, lanes=lanes)
+            assert all(a % g == 0 and n % g == 0 for a, n in split)
+    with pytest.raises(ValueError):
+        random_split(16, 64, lanes=lanes)
+    with pytest.raises(ValueError):
+        count_splits(0, g + 16, lanes=lanes)
+    assert is_legal_split(0, 80, [(0, 64), (64, 16)]) and not is_legal_split(0, 80, [(0, 64), (64, 16)], lanes=lanes)
+
+
+def test_tick_reaches_the_ages_one_cycle_late():
+    """The tick counter hits every ceil(T / 4) cycles; it counts with the `timeout` of the
+    cycle before, and the ages move one cycle after a hit."""
+    m = RdTableModel(entries=4)
+    m.request(addr=0, length=64)
+    ages = []
+    for _ in range(9):
+        m.step(timeout=8)             # period 2: counts from the 2nd step, hits at the 3rd, 5th, ...
+        ages.append(m.table[0].age)
+    assert ages == [0, 0, 0, 1, 1, 2, 2, 3, 3]
+    m.step(timeout=0)                 # the last hit's tick arrives; still counting with 8
+    assert m.table[0].age == 4 and m.tick_count == 1
+    m.step(timeout=0)                 # now stopped and cleared
+    m.idle(20, timeout=0)
+    assert m.table[0].age == 4 and m.tick_count == 0

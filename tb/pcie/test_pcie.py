@@ -1,7 +1,9 @@
 """cocotb regression of ``pcie_rdtable`` (hw/pcie) against the golden model (sw/pcie).
 
 Every test runs a cycle-level scoreboard (:class:`PcieTB`): each cycle it steps the golden
-model :class:`sw.pcie.RdTableModel` with what the RTL accepted on ``req_i``/``cpl_i`` and
+model :class:`sw.pcie.RdTableModel` with what the RTL took in that cycle — the request
+accepted on ``req_i`` and the completion beat taken from the check register into the checks
+(:class:`sw.pcie.CheckRegister` follows it from ``cpl_i``'s handshake and ``ready``) — and
 the ``timeout`` input, compares every status output (``err_count``, ``err_tag``,
 ``err_cause``, ``timeout_count``, ``timeout_tag``, ``outstanding``) with the model's in the
 same cycle, and compares every beat leaving on ``req_o``/``cpl_o`` with the model's next
@@ -13,6 +15,9 @@ The host (:class:`Host`) answers each request seen on ``req_o`` with completions
 :mod:`sw.pcie.host` (a uniformly random legal split at the RCB and max payload, junk in
 every untrusted header field), interleaved packet by packet across tags in random order
 with random latency, and can inject replays, garbage and framing faults.
+
+The regression runs at ``lanes`` = 1 (16 and 256 entries) and ``lanes`` = 4 (32 entries, the
+SXP system's table): beats of 16 · lanes bytes, reads and completions in whole beats.
 """
 import ast
 import os
@@ -25,13 +30,14 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from hw.pcie.layout import Cause, check_params
 from hw.sxp.packet import Kind
-from sw.pcie import (Beat, ModelError, RdTableModel, completion_packets, decode, encode, header,
-                     random_split, timeout_bounds)
+from sw.pcie import (Beat, CheckRegister, ModelError, RdTableModel, completion_packets, decode,
+                     encode, header, random_split, timeout_bounds)
 from tb.common.stream import StreamSink, StreamSource, never, random_pause
 from tb.common.tb import TB
 
 PARAMS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}"))
 P = check_params(**PARAMS)
+G = P.granule          # bytes of a beat: reads and legal completions are whole beats
 STATUS = ("err_count", "err_tag", "err_cause", "timeout_count", "timeout_tag", "outstanding")
 
 
@@ -48,6 +54,7 @@ class PcieTB(TB):
         self.req_sink = StreamSink(dut, "req_o", self.clk)
         self.cpl_sink = StreamSink(dut, "cpl_o", self.clk)
         self.model = RdTableModel(**PARAMS)
+        self.check_reg = CheckRegister()
         self.failures = []
         self.synced = False
         self.cycle = 0
@@ -89,6 +96,7 @@ class PcieTB(TB):
                     self.fail(f"status {dict(zip(STATUS, got))} != model {want}")
             if rst:
                 m.reset()
+                self.check_reg.clear()
                 self.synced = True
                 continue
             if not self.synced:
@@ -110,7 +118,8 @@ class PcieTB(TB):
                     queue.popleft()
                 else:
                     queue.popleft()
-            req, cpl = self._sample("req_i"), self._sample("cpl_i")
+            req = self._sample("req_i")
+            cpl = self.check_reg.cycle(self._sample("cpl_i"), int(self._ports["cpl_i"][1].value))
             if req is None and m.outstanding == P.entries and int(self._ports["req_i"][0].value):
                 self.full_stalls += 1
             finished = len(m.finished)
@@ -235,7 +244,7 @@ class Host:
         n = self.rng.randint(1, 4)
         hdr = header(tag=self.rng.randrange(256), addr=self.rng.getrandbits(32) | 8,
                      length=self.rng.choice([0, 16, 64, 256, 1024, self.rng.getrandbits(11)]))
-        return [Beat(self.rng.getrandbits(128), dict(hdr), int(k == 0), int(k == n - 1))
+        return [Beat(self.rng.getrandbits(128 * P.lanes), dict(hdr), int(k == 0), int(k == n - 1))
                 for k in range(n)]
 
     async def _run(self):
@@ -247,7 +256,7 @@ class Host:
             while tb.req_sink.queue:
                 b = decode(tb.req_sink.queue.popleft(), P.lanes)
                 tag, addr, length = b.hdr["tag"], b.hdr["addr"], b.hdr["length"]
-                split = random_split(addr, length, P.rcb, P.max_payload, rng, self.mode)
+                split = random_split(addr, length, P.rcb, P.max_payload, rng, self.mode, lanes=P.lanes)
                 pkts = completion_packets(tag, addr, rng.randbytes(length), split, P.lanes, rng,
                                           junk=True)
                 self.pending[tag] = [now + rng.randint(*self.latency), deque(pkts)]
@@ -276,8 +285,8 @@ class Host:
 
 def random_read(tb, max_len=None):
     max_len = max_len or P.max_read
-    length = 16 * random.choice([1, 2, 4, random.randint(1, max_len // 16), max_len // 16])
-    tb.request(addr=16 * random.randrange(1 << 27), length=min(length, max_len))
+    length = G * random.choice([1, 2, 4, random.randint(1, max_len // G), max_len // G])
+    tb.request(addr=G * random.randrange((1 << 31) // G), length=min(length, max_len))
 
 
 async def traffic(tb, host, requests, full_episodes=True):
@@ -409,7 +418,7 @@ BAD = {  # name: (tag: the read's / a free one / >= entries, addr offset, length
     "length_zero": ("read", 0, 0, 1, Cause.MALFORMED),
     "length_not_granule": ("read", 0, 40, 3, Cause.MALFORMED),
     "above_max_payload": ("read", 0, P.max_payload + P.rcb, None, Cause.MALFORMED),
-    "off_rcb": ("read", 0, 48, None, Cause.BOUNDARY),
+    "off_rcb": ("read", 0, P.rcb - G, None, Cause.BOUNDARY),   # (none when the RCB is a beat)
     "unknown_before_overrun": ("free", 0, 1024, 2, Cause.UNKNOWN_TAG),
     "overrun_before_address": ("read", 16, 1024, 2, Cause.OVERRUN),
     "address_before_malformed": ("read", 8, 0, 1, Cause.ADDRESS),
@@ -426,17 +435,17 @@ async def bad_completions(dut):
     await tb.start()
     m = tb.model
     base, length = 0x4000_0000, 512
-    tb.request(tile=1, addr=0x7000, length=16)            # keeps tag 0 live meanwhile
+    tb.request(tile=1, addr=0x7000, length=G)             # keeps tag 0 live meanwhile
     other = await tb.next_tag()
     for name, (which, off, clen, beats, cause) in BAD.items():
-        if which == "beyond" and P.entries == 256:
+        if (which == "beyond" and P.entries == 256) or (cause is Cause.BOUNDARY and P.rcb == G):
             continue
         tb.request(tile=77, key_index=5, aes=1, addr=base, length=length)
         tag = await tb.next_tag()
         bad_tag = {"free": (tag + 1) % P.entries, "beyond": P.entries}.get(which, tag)
         assert bad_tag != other
         errors = len(m.errors)
-        rest = random_split(base + P.rcb, length - P.rcb, P.rcb, P.max_payload)
+        rest = random_split(base + P.rcb, length - P.rcb, P.rcb, P.max_payload, lanes=P.lanes)
         tb.send(cpl(tag, base, P.rcb))
         tb.send(cpl(bad_tag, base + P.rcb + off, clen, beats))
         for a, n in rest:
@@ -457,7 +466,7 @@ async def bad_completions(dut):
     await tb.settle()
     assert [c for _, _, c in m.errors[-2:]] == [Cause.ADDRESS, Cause.UNKNOWN_TAG]
     assert int(dut.err_tag.value) == tag and int(dut.err_count.value) == len(m.errors)
-    tb.send(cpl(other, 0x7000, 16))
+    tb.send(cpl(other, 0x7000, G))
     await tb.settle()
     assert m.outstanding == 0
     tb.check()
@@ -472,19 +481,51 @@ async def framing_faults(dut):
     await tb.start()
     m = tb.model
     r = P.rcb
-    tb.request(tile=9, key_index=2, aes=0, addr=0x1000, length=3 * r + 16)
+    tb.request(tile=9, key_index=2, aes=0, addr=0x1000, length=3 * r + G)
     tag = await tb.next_tag()
-    surplus = cpl(tag, 0x1000, r, beats=r // 16 + 2)
-    short = cpl(tag, 0x1000 + r, r, beats=r // 16 - 3)
+    surplus = cpl(tag, 0x1000, r, beats=r // G + 2)
+    short = cpl(tag, 0x1000 + r, r, beats=max(1, r // G - 3))   # not short if r is one beat
     noisy = cpl(tag, 0x1000 + 2 * r, r)
     for b in noisy[1:]:
         b.hdr, b.first = header(tag=(tag + 3) % 256, addr=0x9990, length=16), 1
-    single = cpl(tag, 0x1000 + 3 * r, 16, beats=2)
+    single = cpl(tag, 0x1000 + 3 * r, G, beats=2)
     for pkt in (surplus, short, noisy, single):
         tb.send(pkt)
     await tb.settle()
-    assert [(t, c) for _, t, c in m.errors] == [(tag, Cause.FRAMING)] * 3
+    assert [(t, c) for _, t, c in m.errors] == [(tag, Cause.FRAMING)] * (2 + (r > G))
     assert m.outstanding == 0 and m.finished[-1][1] == tag
+    tb.check()
+
+
+@cocotb.test(skip=P.lanes == 1)
+async def misaligned_completions(dut):
+    """lanes > 1: a completion whose address or length is not a multiple of the beat
+    (16 · lanes bytes) is dropped whole — its address can never be the next expected one
+    (ADDRESS), a length that is not whole beats is MALFORMED (ADDRESS first when both) —
+    between the good completions of the same read, which still pass."""
+    tb = PcieTB(dut)
+    tb.cpl_sink.set_pause(pause(0.2))
+    await tb.start()
+    m = tb.model
+    base, length = 0x2345_0000, 4 * P.rcb
+    tb.request(tile=321, key_index=7, aes=1, addr=base, length=length)
+    tag = await tb.next_tag()
+    cases = []
+    for off in range(16, G, 16):                  # address inside the expected beat
+        cases.append((cpl(tag, base + P.rcb + off, P.rcb - G), Cause.ADDRESS))
+        cases.append((cpl(tag, base + P.rcb, P.rcb - off, beats=1), Cause.MALFORMED))
+        cases.append((cpl(tag, base + P.rcb, G + off), Cause.MALFORMED))
+        cases.append((cpl(tag, base + P.rcb - off, off, beats=1), Cause.ADDRESS))
+    tb.send(cpl(tag, base, P.rcb))
+    random.shuffle(cases)
+    for pkt, _ in cases:
+        tb.send(pkt)
+    for a, n in random_split(base + P.rcb, length - P.rcb, P.rcb, P.max_payload, lanes=P.lanes):
+        tb.send(cpl(tag, a, n))
+    await tb.settle()
+    assert [(t, c) for _, t, c in m.errors] == [(tag, c) for _, c in cases]
+    assert int(dut.err_count.value) == len(cases) and int(dut.err_cause.value) == cases[-1][1].value
+    assert m.finished[-1][1] == tag and m.outstanding == 0
     tb.check()
 
 
@@ -604,15 +645,16 @@ async def full_rate(dut):
     """Inputs always valid, outputs always ready: one request and one completion beat per
     cycle. Round 1: one-beat completions, two per read back to back (the second looks up
     the entry the first updated in the cycle before). Round 2: multi-beat completions of
-    all reads interleaved. Each output follows its input one cycle later, without a gap."""
+    all reads interleaved. req_o follows req_i one cycle later and cpl_o follows cpl_i two
+    cycles later (the check register, then the output register), without a gap."""
     tb = PcieTB(dut)
     await tb.start()
     m = tb.model
     reads = min(P.entries, 32)
     for rnd in (1, 2):
         base = [0x10_0000 * rnd + 0x400 * k for k in range(reads)]
-        if rnd == 1:   # 32 bytes across an RCB: two legal one-beat completions
-            spans = [[(b + P.rcb - 16, 16), (b + P.rcb, 16)] for b in base]
+        if rnd == 1:   # two beats across an RCB: two legal one-beat completions
+            spans = [[(b + P.rcb - G, G), (b + P.rcb, G)] for b in base]
         else:          # 2 RCBs, in RCB-sized completions
             spans = [[(b, P.rcb), (b + P.rcb, P.rcb)] for b in base]
         tb.start_trace()
@@ -634,7 +676,7 @@ async def full_rate(dut):
         await _cycles(tb, beats + 4)
         took, out = tb.trace["cpl_i"], tb.trace["cpl_o"]
         assert len(took) == beats and _consecutive(took), f"cpl_i took {took}"
-        assert out == [c + 1 for c in took], f"cpl_o valid {out}, cpl_i took {took}"
+        assert out == [c + 2 for c in took], f"cpl_o valid {out}, cpl_i took {took}"
         await tb.settle()
         assert not m.errors and m.outstanding == 0
     tb.trace = {}
@@ -642,20 +684,23 @@ async def full_rate(dut):
 
 
 # ---- pytest entries -------------------------------------------------------------------
-def test_pcie_rdtable_16():
-    """The whole regression on a small table with the other PCIe settings: 16 entries
-    (table-full episodes come quickly), RCB 128, max payload 128, max read 512."""
+REGRESSIONS = {
+    # a small table with the other PCIe settings: table-full episodes come quickly
+    "16": {"entries": 16, "rcb": 128, "max_payload": 128, "max_read": 512},
+    # the default table: 256 entries, RCB 64, MPS 256, 1 KiB reads
+    "256": {},
+    # 4 lanes (64-byte beats) at the SXP system's table size; RCB 128 so that a completion
+    # can stop off the RCB (BOUNDARY) with whole beats
+    "32_x4": {"entries": 32, "lanes": 4, "rcb": 128},
+}
+
+
+@pytest.mark.parametrize("params", REGRESSIONS.values(), ids=REGRESSIONS.keys())
+def test_pcie_rdtable(params):
+    """The whole cocotb regression on one parameter set (one Verilator build each)."""
     from tb.common.sim import run
 
-    run("pcie_rdtable", "tb.pcie.test_pcie",
-        params={"entries": 16, "rcb": 128, "max_payload": 128, "max_read": 512})
-
-
-def test_pcie_rdtable_256():
-    """The whole regression on the default table: 256 entries, RCB 64, MPS 256, 1 KiB."""
-    from tb.common.sim import run
-
-    run("pcie_rdtable", "tb.pcie.test_pcie")
+    run("pcie_rdtable", "tb.pcie.test_pcie", params=params)
 
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
@@ -673,9 +718,9 @@ def test_parameters_rejected():
     gc.collect()   # the half-built components warn now, inside the filter
 
 
-@pytest.mark.parametrize("lanes", [2, 4])
+@pytest.mark.parametrize("lanes", [2])
 def test_wider_beats_amaranth_sim(lanes):
-    """lanes = 2 and 4 (DESIGN.md Roadmap), in Amaranth's simulator (no Verilator build):
+    """lanes = 2 (lanes 4 runs the whole regression on Verilator), in Amaranth's simulator:
     random reads, uniformly random legal splits, interleaved packet by packet, a bad
     completion and a short packet, against the model beat for beat."""
     from amaranth.sim import Simulator
@@ -686,9 +731,11 @@ def test_wider_beats_amaranth_sim(lanes):
     params = dict(entries=4, lanes=lanes)
     dut = PcieReadTable(**params)
     model = RdTableModel(**params)
+    check_reg = CheckRegister()
     p = model.params
     reads = [dict(tile=rng.randrange(1472), key_index=rng.randrange(16), aes=rng.randrange(2),
-                  addr=16 * rng.randrange(1 << 20), length=16 * rng.randint(1, 64))
+                  addr=p.granule * rng.randrange(1 << 20),
+                  length=p.granule * rng.randint(1, p.max_read // p.granule))
              for _ in range(10)]
     got_req, got_cpl = [], []
 
@@ -696,7 +743,7 @@ def test_wider_beats_amaranth_sim(lanes):
         pending, queue = {}, []
         todo = list(reads)
         for cycle in range(3000):
-            if not (todo or pending or queue) and len(got_req) == len(reads) \
+            if not (todo or pending or queue or check_reg.held) and len(got_req) == len(reads) \
                     and len(got_cpl) == len(model.cpl_out):
                 break
             if todo:
@@ -721,6 +768,7 @@ def test_wider_beats_amaranth_sim(lanes):
             ctx.set(dut.req_o.ready, rng.random() < 0.8)
             ctx.set(dut.cpl_o.ready, rng.random() < 0.8)
             req = cpl = None
+            cpl_ready = ctx.get(dut.cpl_i.ready)
             if todo and ctx.get(dut.req_i.ready):
                 req = Beat(0, header(kind=Kind.READ_REQ, **todo.pop(0)))
             if queue and ctx.get(dut.cpl_i.ready):
@@ -729,7 +777,7 @@ def test_wider_beats_amaranth_sim(lanes):
                 b = decode(ctx.get(dut.req_o.payload.as_value()), lanes)
                 got_req.append(b)
                 r = reads[len(got_req) - 1]
-                split = random_split(r["addr"], r["length"], p.rcb, p.max_payload, rng)
+                split = random_split(r["addr"], r["length"], p.rcb, p.max_payload, rng, lanes=lanes)
                 pending[b.hdr["tag"]] = completion_packets(
                     b.hdr["tag"], r["addr"], rng.randbytes(r["length"]), split, lanes, rng, junk=True)
             if ctx.get(dut.cpl_o.valid) and ctx.get(dut.cpl_o.ready):
@@ -737,7 +785,7 @@ def test_wider_beats_amaranth_sim(lanes):
             status = {k: ctx.get(getattr(dut, k)) for k in STATUS}
             status = {k: v.value if isinstance(v, Cause) else int(v) for k, v in status.items()}
             assert status == model.status(), f"cycle {cycle}"
-            model.step(req, cpl, 0)
+            model.step(req, check_reg.cycle(cpl, cpl_ready), 0)
             await ctx.tick()
 
     sim = Simulator(dut)
