@@ -11,7 +11,8 @@ Exchange side (tiles): ``xb_i`` requests in, ``xb_o`` decrypted completions out.
 the read table allocated, one packet at a time), ``pcie_i`` completions in (untrusted:
 the read table checks them and writes tile, ``key_index``, ``aes`` and ``cc`` before the
 SXP sees them). The SXP's ``host`` and ``ccu`` CSR ports and ``irq`` are brought out, and
-so are the read table's ``timeout`` input and status outputs (``rd_``-prefixed).
+so are the read table's ``timeout`` input and status outputs (``rd_``-prefixed). At
+``lanes`` = L every stream carries beats of 128·L bits (docs/line-rate.md).
 
 The request merge keeps packets whole: once a write packet's first beat has gone, its
 later beats follow before any read request; between packets the two sources alternate
@@ -43,7 +44,8 @@ class SxpSystem(wiring.Component):
         most one aes read per context outstanding, so 2 × contexts leaves room for
         cleartext reads while keeping the table (and the Verilator build) small.
     rcb, max_payload, max_read, lanes :
-        As :class:`hw.pcie.PcieReadTable` (lanes = 1 only: the SXP's limit).
+        As :class:`hw.pcie.PcieReadTable`; *lanes* (1, 2, 4) sets the beat width of every
+        stream (128 × lanes bits) for the SXP and the read table alike.
     """
 
     def __init__(self, contexts=16, entries=32, rcb=64, max_payload=256, max_read=1024, lanes=1):

@@ -39,9 +39,10 @@ R, W, RW, W1C = Access.R, Access.W, Access.RW, Access.W1C
 class Cause(enum.Enum, shape=4):
     """Security-exception causes (``STATUS.cause``)."""
     NONE = 0
-    MALFORMED = 1   # bad header: kind not allowed on the port, length not 16..256 (payload) /
-                    # 16..1024 (read request) in multiples of 16, or a one-beat packet that
-                    # would open and close a frame at once
+    MALFORMED = 1   # bad header: kind not allowed on the port, length not 1..256 (payload) /
+                    # 1..1024 (read request) bytes in whole beats of 16·lanes bytes, address
+                    # not on a beat boundary, a one-beat packet that would open and close a
+                    # frame at once; or a beat count that disagrees with the length
     MAP = 2         # aes request: KXBCTXMAP[xbctx] names no physical context of this SXP,
                     # or KPHYSMAP[phys] is not a region 1..16
     REGION = 3      # aes request: a byte outside KSELLIMIT[KPHYSMAP[KXBCTXMAP[xbctx]]]

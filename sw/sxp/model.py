@@ -7,13 +7,21 @@ packet the SXP accepts on ``xb_i`` and :meth:`SxpModel.completion` for every pac
 ``pcie_i``, in the order the SXP accepts their **last** beats (a request before a
 completion accepted in the same cycle); they return what leaves on ``pcie_o`` / ``xb_o``.
 
+Lanes (``SxpModel(contexts, lanes)``): a beat carries ``lanes`` blocks, 16·lanes bytes, as one
+int (lane *k* in bits 128k+127..128k); every address and length is then checked to be a
+multiple of 16·lanes (else MALFORMED). Each direction has its own engine (two
+:class:`~sw.gcm.model.GcmCoreModel`, as the RTL has two ``gcm_core``): a key commit installs
+the key into both, and a write frame and a read frame on one physical context are
+independent. A read frame's last beat (lanes 0..L−2 its last data blocks, lane L−1 the tag
+slot) leaves all zero when the tag does not verify or the engine refused it.
+
 What the model does not say: the cycle-level interleaving of the two directions and of
 parked reads with other traffic (it keeps per-direction order only; parked reads leave
 when their context is released, in some order relative to other ``pcie_o`` packets), and
 which of several exceptions in one cycle is latched first.
 
 Framing (docs/sxp.md "Malformed framing"): a packet that passes its check leaves with
-exactly ``hdr.length / 16`` beats. If the beats given differ from that, the beat at which
+exactly ``hdr.length / (16·lanes)`` beats. If the beats given differ from that, the beat at which
 the difference shows (the declared last beat when there are more, the real last one when
 there are fewer) and every beat after it up to the declared length leave as zero, extra
 beats are dropped, MALFORMED is raised once, and a frame open on the context in that
@@ -71,8 +79,12 @@ class ModelError(AssertionError):
 
 
 class SxpModel:
-    def __init__(self, contexts=16):
+    def __init__(self, contexts=16, lanes=1):
         self.contexts = check_contexts(contexts)
+        if isinstance(lanes, bool) or lanes not in (1, 2, 4):
+            raise ValueError(f"lanes must be 1, 2 or 4, not {lanes!r}")
+        self.lanes = lanes
+        self.beat_bytes = BEAT_BYTES * lanes
         self.regmap = register_map(contexts)
         self._by_addr = {r.addr: r for r in self.regmap}
         self.reset()
@@ -83,7 +95,8 @@ class SxpModel:
         n = self.contexts
         self.stored = {r.name: {f.name: f.reset for f in r.fields if f.access.stored}
                        for r in self.regmap}
-        self.gcm = GcmCoreModel(n)
+        self.gcm_w = GcmCoreModel(n, self.lanes)     # write requests (encrypt)
+        self.gcm_r = GcmCoreModel(n, self.lanes)     # read completions (decrypt)
         self.key_stage = [0] * KEY_WORDS
         self.trusted = False
         self.record = Exc(Cause.NONE, 0, 0, 0)
@@ -156,7 +169,8 @@ class SxpModel:
             self.key_stage[(reg.addr - ADDR_KEY) // 4] = v
         elif reg.addr == ADDR_KEY_COMMIT:
             key = sum(w << (32 * k) for k, w in enumerate(self.key_stage))
-            self.gcm.install_key(v, key)
+            self.gcm_w.install_key(v, key)
+            self.gcm_r.install_key(v, key)
             self.key_stage = [0] * KEY_WORDS
         elif reg.name == "CTRL":
             if v & 1 and not self.trusted:
@@ -194,7 +208,7 @@ class SxpModel:
     def check_request(self, hdr, beats=1):
         """The :class:`Cause` of a request header (NONE: it passes)."""
         kind, length, aes = hdr["kind"], hdr["length"], hdr["aes"]
-        aligned = length % BEAT_BYTES == 0 and length != 0
+        aligned = self._aligned(hdr)
         if kind == Kind.READ_REQ:
             ok = aligned and length <= MAX_FRAME_BYTES and beats == 1
         elif kind == Kind.WRITE_REQ:
@@ -207,7 +221,7 @@ class SxpModel:
         if aes:
             if phys >= self.contexts or not 1 <= self.kphysmap(phys) < REGIONS:
                 return Cause.MAP
-            if kind == Kind.WRITE_REQ and hdr["cc"] and length == BEAT_BYTES and \
+            if kind == Kind.WRITE_REQ and hdr["cc"] and length == self.beat_bytes and \
                     not self.wopen[phys]:
                 return Cause.MALFORMED
             if not self._inside(self.kphysmap(phys), hdr["addr"], length):
@@ -216,12 +230,16 @@ class SxpModel:
             return Cause.CLEAR
         return Cause.NONE
 
-    @staticmethod
-    def framing(hdr, data):
-        """What a payload packet emits: ``(beats, k)`` where *beats* is ``hdr.length / 16``
-        pairs ``(block, zero)`` and *k* the index of the beat at which a framing error
-        shows (``None`` if the beat count matches the length)."""
-        n = hdr["length"] // BEAT_BYTES
+    def _aligned(self, hdr):
+        # length 1..n beats and address on a beat boundary
+        bb = self.beat_bytes
+        return hdr["length"] % bb == 0 and hdr["length"] != 0 and hdr["addr"] % bb == 0
+
+    def framing(self, hdr, data):
+        """What a payload packet emits: ``(beats, k)`` where *beats* is ``hdr.length /
+        (16·lanes)`` pairs ``(beat, zero)`` and *k* the index of the beat at which a framing
+        error shows (``None`` if the beat count matches the length)."""
+        n = hdr["length"] // self.beat_bytes
         if len(data) == n:
             return [(d, False) for d in data], None
         k = min(len(data), n) - 1
@@ -232,12 +250,26 @@ class SxpModel:
         (IV with block 0 errs on an active context and idles it; on an idle one it errs and
         changes nothing), raise MALFORMED."""
         if is_open:
-            self.gcm.step(0, ctx, Op.IV, decrypt)
+            (self.gcm_r if decrypt else self.gcm_w).step(0, ctx, Op.IV, decrypt)
         self._raise(Cause.MALFORMED, hdr)
+
+    def waits_for_slot(self, hdr, beats=1):
+        """The request would wait at the head of ``xb_i`` (it and every request behind it):
+        an aes read that passes its check, to a context whose read is outstanding and whose
+        holding slot is full. The SXP may already have accepted it into its pipeline; the
+        caller keeps such a request (and the ones after it) and gives it to :meth:`request`
+        once the context's ``cc`` completion has been given to :meth:`completion`."""
+        hdr = header(**hdr)
+        if hdr["kind"] != Kind.READ_REQ or not hdr["aes"] or \
+                self.check_request(hdr, beats) is not Cause.NONE:
+            return False
+        phys = self.kxbctxmap(hdr["xbctx"])
+        return self.rd_busy[phys] and self.slot[phys] is not None
 
     def request(self, hdr, data=(0,)):
         """A packet accepted on ``xb_i``: the packets it sends on ``pcie_o`` (a parked read
-        sends nothing now; :meth:`completion` returns it when its context is released)."""
+        sends nothing now; :meth:`completion` returns it when its context is released).
+        A request for which :meth:`waits_for_slot` is true is a :class:`ModelError`."""
         hdr, data = header(**hdr), list(data)
         cause = self.check_request(hdr, len(data))
         if cause is not Cause.NONE:
@@ -278,7 +310,7 @@ class SxpModel:
             else:
                 op = Op.DATA
             self.wopen[phys] = {Op.IV: True, Op.MAC: False}.get(op, self.wopen[phys])
-            block, _, err = self.gcm.step(block, phys, op, 0)
+            block, _, err = self.gcm_w.step(block, phys, op, 0)
             if err:
                 self._raise(Cause.FRAME, hdr)
             out.append(block)
@@ -291,9 +323,9 @@ class SxpModel:
         ki, aes, cc, length = hdr["key_index"], hdr["aes"], hdr["cc"], hdr["length"]
         have = ki < self.contexts
         ropen = have and self.ropen[ki]
-        malformed = (hdr["kind"] != Kind.READ_CPL or length % BEAT_BYTES or length == 0 or
+        malformed = (hdr["kind"] != Kind.READ_CPL or not self._aligned(hdr) or
                      length > MAX_PAYLOAD_BYTES or
-                     (aes and cc and length == BEAT_BYTES and not ropen))
+                     (aes and cc and length == self.beat_bytes and not ropen))
         out = []
         if malformed:
             self._raise(Cause.MALFORMED, hdr)
@@ -322,7 +354,7 @@ class SxpModel:
                     op = Op.DATA
                 if have:
                     self.ropen[ki] = {Op.IV: True, Op.MAC: False}.get(op, self.ropen[ki])
-                res, tag_ok, err = self.gcm.step(block, ki, op, 1)
+                res, tag_ok, err = self.gcm_r.step(block, ki, op, 1)
                 if op is Op.MAC and not tag_ok:
                     res = 0
                     if not err:
