@@ -1,7 +1,7 @@
 # The commands our users type. Every target creates/updates the project virtualenv
 # (.venv, from pyproject.toml) on first use; all output goes to sim_build/.
 #
-#   make sim   [BLOCK=<block>] [SEED=<n>]   cocotb regression on Verilator (the main job)
+#   make sim   [BLOCK=<block>] [SEED=<n>] [JOBS=<n>]   cocotb regression on Verilator (the main job)
 #   make test                               golden-model/script unit tests + contracts + regression
 #   make verilog                            sim_build/verilog/<design>.v for every design
 #   make waves TEST=<test>                  rerun one test with tracing, open GTKWave
@@ -14,6 +14,11 @@ PY     := $(VENV)/bin/python
 READY  := $(VENV)/.installed
 REPORTS := sim_build/reports
 CONTRACTS := ../shared/tools/check_contracts.py
+
+# JOBS=n runs the regression in n pytest-xdist workers (a test file per worker at a time, so
+# one file's Verilator builds are never raced; builds and conversions are locked anyway)
+JOBS ?= 1
+XDIST = $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile)
 
 ifneq ($(SEED),)
 export SEED
@@ -37,7 +42,7 @@ $(READY): pyproject.toml
 
 sim: $(READY)
 	@mkdir -p $(REPORTS)
-	$(PY) -m pytest $(BLOCK_DIR) -v -s -p no:cacheprovider --junitxml=$(REPORTS)/sim.xml
+	$(PY) -m pytest $(BLOCK_DIR) $(XDIST) -v -s -p no:cacheprovider --junitxml=$(REPORTS)/sim.xml
 
 unit: $(READY)
 	@mkdir -p $(REPORTS)

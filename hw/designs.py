@@ -1,8 +1,9 @@
-"""The designs that convert to Verilog modules, by contract name (DESIGN.md § Blocks).
+"""The designs that convert to Verilog modules, by contract name (the block contracts
+are summarised in docs/; ``<name>_x<L>`` is the design at ``lanes`` = L, docs/line-rate.md).
 
-Each entry names the block's folder (``hw/<folder>``, ``sw/<folder>``, ``tb/<folder>``) and
-the component class. Designs whose package does not exist yet are skipped by
-:func:`available`, so ``make verilog`` writes every contract that exists.
+Each entry names the block's folder (``hw/<folder>``, ``sw/<folder>``, ``tb/<folder>``), the
+component class and the constructor parameters that differ from its defaults. The Verilog
+module of a design carries the design's name (``gcm_core_x4.v`` holds ``module gcm_core_x4``).
 """
 import importlib
 from dataclasses import dataclass
@@ -24,26 +25,26 @@ class Design:
 DESIGNS = {
     "aes256": Design("aes", "hw.aes:AES256"),
     "gcm_core": Design("gcm", "hw.gcm:GcmCore"),
+    "gcm_core_x2": Design("gcm", "hw.gcm:GcmCore", (("lanes", 2),)),
+    "gcm_core_x4": Design("gcm", "hw.gcm:GcmCore", (("lanes", 4),)),
     "pcie_rdtable": Design("pcie", "hw.pcie:PcieReadTable"),
     "bcu": Design("gpushield", "hw.gpushield:BCU"),
     "bcu_csr": Design("gpushield", "hw.gpushield:BCUCSR"),
     "sxp": Design("sxp", "hw.sxp:SXP"),
+    "sxp_x4": Design("sxp", "hw.sxp:SXP", (("lanes", 4),)),
     "sxp_system": Design("system", "hw.top:SxpSystem"),
+    "sxp_system_x4": Design("system", "hw.top:SxpSystem", (("lanes", 4),)),
     "cc_ctrl": Design("cc", "hw.cc:CCCtrl"),
     "cc_dma": Design("cc", "hw.cc:CCDma"),
 }
 
 
 def available():
-    """Names of the designs whose RTL exists (the component class imports)."""
-    names = []
-    for name, design in DESIGNS.items():
-        try:
-            design.load()
-        except (ImportError, AttributeError):
-            continue
-        names.append(name)
-    return names
+    """Names of every design, after importing each component class: a block that fails to
+    import raises here (it must not silently disappear from ``make verilog``/``make synth``)."""
+    for design in DESIGNS.values():
+        design.load()
+    return list(DESIGNS)
 
 
 def elaborate(name, **params):

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from hw.designs import available, by_folder  # noqa: E402
 from scripts.verilog import generate, param_suffix, verilog_body  # noqa: E402
 
-__all__ = ["synthesise", "clock_gate", "NAND2_UM2_45NM", "LIBERTY", "ICG_MIN_BITS"]
+__all__ = ["synthesise", "clock_gate", "longest_path", "NAND2_UM2_45NM", "LIBERTY", "ICG_MIN_BITS"]
 
 LIBERTY = ROOT / "scripts" / "synth" / "generic_gates.lib"
 NAND2_UM2_45NM = 0.798
@@ -88,7 +88,7 @@ def _script(verilog, top):
     """The whole flow's text (also the cache key's recipe part)."""
     return "\n".join([_generic_script(verilog, top, "{generic}"), "# clock_gate() here",
                        _map_script("{generic}", "muxes"), _map_script("{gated}", "gated"),
-                       f"# ICG_MIN_BITS={ICG_MIN_BITS}"])
+                       f"# ICG_MIN_BITS={ICG_MIN_BITS}", "# report: longest path ends"])
 
 
 def clock_gate(netlist, min_bits=ICG_MIN_BITS):
@@ -168,7 +168,7 @@ def synthesise(name, params=None, force=False):
     seconds = time.monotonic() - start
     cells, area = _parse_stat(files["stat_gated"].read_text())
     cells_mux, area_mux = _parse_stat(files["stat_muxes"].read_text())
-    levels = int(re.search(r"length=(\d+)", files["ltp_gated"].read_text()).group(1))
+    levels, path_from, path_to = longest_path(files["ltp_gated"].read_text())
     report = {
         "design": label, "hash": digest,
         "cells": {k: v for k, v in sorted(cells.items()) if k.isupper()},
@@ -178,11 +178,23 @@ def synthesise(name, params=None, force=False):
         "area_um2_45nm": round(area * NAND2_UM2_45NM, 1),
         "area_ge_enable_muxes": round(area_mux, 1),
         "longest_path_levels": levels,
+        "longest_path_from": path_from,
+        "longest_path_to": path_to,
         "synth_seconds": round(seconds, 1),
     }
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(report, indent=1))
     return report
+
+
+def longest_path(ltp_text):
+    """``(levels, start, end)`` of the path Yosys's ``ltp`` printed: *start* is the register
+    output or input port it leaves, *end* the register it enters (``ff:`` line) or the output
+    port / net it ends on."""
+    levels = int(re.search(r"length=(\d+)", ltp_text).group(1))
+    nodes = re.findall(r"^\s*(\d+|ff):\s+(\S+(?: \[\d+\])?)", ltp_text, re.M)
+    names = [name.lstrip("\\") for _, name in nodes]
+    return levels, (names[0] if names else ""), (names[-1] if names else "")
 
 
 def _parse_stat(text):
@@ -195,10 +207,12 @@ def _parse_stat(text):
 
 def table(reports):
     head = ("design", "cells", "flip-flops", "kGE", "µm² @45nm", "kGE without clock gating",
-            "levels")
+            "levels", "longest path")
     rows = [(r["design"], sum(r["cells"].values()), r["flip_flops"], f"{r['area_ge'] / 1000:.1f}",
              f"{r['area_um2_45nm']:.0f}", f"{r.get('area_ge_enable_muxes', r['area_ge']) / 1000:.1f}",
-             r["longest_path_levels"]) for r in reports]
+             r["longest_path_levels"],
+             f"`{r.get('longest_path_from', '?')}` → `{r.get('longest_path_to', '?')}`")
+            for r in reports]
     md = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     md += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return md

@@ -110,3 +110,25 @@ def test_design_selection():
     assert by_folder("aes") == ["aes256"]
     with pytest.raises(ValueError):
         by_folder("nonesuch")
+
+
+def test_longest_path_names_its_ends():
+    from scripts.synth import longest_path
+    text = """Longest topological path in t (length=3):
+    0: \\r [6]
+    1: $abc$750$new_n95_ (via $abc$1)
+    2: $abc$750$new_n103_ (via $abc$2)
+    3: $auto$maccmap.cc:240:synth$121.Y [7] (via $abc$3)
+   ff: \\q [7] (via $auto$ff.cc:266:slice$132)
+"""
+    assert longest_path(text) == (3, "r [6]", "q [7]")
+    # a path that ends on an output port has no ff: line
+    assert longest_path(text.split("   ff:")[0]) == (3, "r [6]", "$auto$maccmap.cc:240:synth$121.Y [7]")
+
+
+def test_constant_only_processes_are_refused():
+    import pytest
+    from scripts.verilog import check_processes
+    check_processes("  always @*\n    x = y;\n")          # a real process
+    with pytest.raises(ValueError, match="slot_beat"):
+        check_processes("  always @*\n    slot_beat[211] = 1'h1;\n")

@@ -4,8 +4,11 @@ A conversion is cached: the file's first line records a hash of every ``hw/`` so
 the parameters, so an unchanged design is not converted again.
 """
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -15,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from hw.designs import DESIGNS, available, elaborate  # noqa: E402
 
-__all__ = ["VERILOG_DIR", "generate", "param_suffix", "verilog_body"]
+__all__ = ["VERILOG_DIR", "generate", "param_suffix", "verilog_body", "locked", "check_processes"]
 
 VERILOG_DIR = ROOT / "sim_build" / "verilog"
 
@@ -36,6 +39,34 @@ def verilog_body(path):
     return text.split(b"\n", 1)[1] if text.startswith(b"// source-hash:") else text
 
 
+@contextlib.contextmanager
+def locked(path):
+    """Hold an exclusive lock on ``<path>.lock`` (parallel workers building one file)."""
+    lock = Path(f"{path}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+# `always @*` whose body is a constant: a process with no inputs, which Verilog (and
+# Verilator) never runs, so the bits stay 0. Amaranth 0.5 emits one for the bits of a comb
+# signal that only constants drive when other bits of it come from a Switch.
+_DEAD_PROCESS = re.compile(r"always @\*\n\s+(\S+) = \d+'h[0-9a-fA-F]+;")
+
+
+def check_processes(text, name="design"):
+    """Raise ValueError if the Verilog *text* has a constant-only ``always @*`` process."""
+    dead = _DEAD_PROCESS.findall(text)
+    if dead:
+        raise ValueError(f"{name}: constant-only `always @*` processes never run in simulation: "
+                         f"{', '.join(dead[:5])} — drive those bits in the same If/Switch as the "
+                         "rest of the signal")
+
+
 def param_suffix(params):
     """``""`` for default parameters, else ``-k1_v1-k2_v2`` (a file and build-dir suffix)."""
     return "".join(f"-{k}_{v}" for k, v in sorted(params.items()))
@@ -50,13 +81,17 @@ def generate(name, params=None, out_dir=VERILOG_DIR, quiet=True):
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}{param_suffix(params)}.v"
     stamp = f"// source-hash: {_source_hash(name, params)}\n"
-    if path.exists():
-        with path.open() as f:
-            if f.readline() == stamp:
-                return path
-    start = time.monotonic()
-    text = verilog.convert(elaborate(name, **params), name=name)
-    path.write_text(stamp + text)
+    with locked(path):
+        if path.exists():
+            with path.open() as f:
+                if f.readline() == stamp:
+                    return path
+        start = time.monotonic()
+        text = verilog.convert(elaborate(name, **params), name=name)
+        check_processes(text, name)
+        tmp = path.with_suffix(".v.tmp")
+        tmp.write_text(stamp + text)
+        tmp.replace(path)
     if not quiet:
         print(f"  {path.relative_to(ROOT)}: {text.count(chr(10))} lines in {time.monotonic() - start:.1f} s")
     return path

@@ -7,10 +7,13 @@ when the Verilog or the flags change), runs the cocotb tests of *test_module* in
 names the failing test, its message and the seed that reproduces it.
 
 Environment: ``SEED`` fixes the random seed; ``WAVES=1`` writes a trace to
-``sim_build/waves/<pytest test>.fst`` (``.vcd`` without lz4); ``TESTCASE`` runs only the
+``sim_build/waves/<pytest test>.fst`` (``.vcd`` without lz4) from a build with tracing
+compiled in (``sim_build/verilator/<design><params>-waves/``; the regression's builds leave
+tracing out, which halves their C++ compile time); ``TESTCASE`` runs only the
 named cocotb test(s) (comma separated).
 """
 import hashlib
+import json
 import os
 import random
 import re
@@ -21,10 +24,10 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.verilog import ROOT, generate, param_suffix, verilog_body
+from scripts.verilog import ROOT, generate, locked, param_suffix, verilog_body
 from .toolchain import setup_verilator, wave_format
 
-__all__ = ["run", "CaseResult", "RESULTS", "SIM_BUILD", "CLOCK_PERIOD_NS"]
+__all__ = ["run", "CaseResult", "RESULTS", "SIM_BUILD", "CLOCK_PERIOD_NS", "CASES_DIR"]
 
 SIM_BUILD = ROOT / "sim_build"
 CLOCK_PERIOD_NS = 10  # every testbench clocks at 100 MHz, so simulated cycles = sim ns / 10
@@ -44,14 +47,25 @@ class CaseResult:
     message: str = ""
 
 
-RESULTS: list[CaseResult] = []  # every cocotb test run in this pytest session (for the summary)
+RESULTS: list[CaseResult] = []  # every cocotb test run in this pytest process (for the summary)
+# ... and one JSON file per pytest test here, so that the summary of a parallel run (pytest-xdist
+# workers are separate processes) can collect them all
+CASES_DIR = SIM_BUILD / "reports" / "cases"
 
 
 def _build(design, params, hdl_path, trace):
+    # a build with tracing compiled in is twice as costly to compile (measured on gcm_core:
+    # 55 s against 28 s of C++), so only `WAVES=1` runs get one, in a directory of its own
+    suffix = "-waves" if trace else ""
+    build_dir = SIM_BUILD / "verilator" / f"{design}{param_suffix(params)}{suffix}"
+    with locked(build_dir):
+        return _build_locked(design, params, hdl_path, trace, build_dir)
+
+
+def _build_locked(design, params, hdl_path, trace, build_dir):
     from cocotb_tools.runner import get_runner
 
-    flags = VERILATOR_FLAGS + [f"--trace-{trace}", "--trace-structs"]
-    build_dir = SIM_BUILD / "verilator" / f"{design}{param_suffix(params)}"
+    flags = VERILATOR_FLAGS + ([f"--trace-{trace}", "--trace-structs"] if trace else [])
     key = hashlib.sha256(verilog_body(hdl_path) + " ".join(flags).encode()).hexdigest()
     stamp = build_dir / "build.stamp"
     exe = build_dir / design
@@ -63,10 +77,8 @@ def _build(design, params, hdl_path, trace):
     start = time.monotonic()
     print(f"\n[sim] building {design}{param_suffix(params)} with Verilator (cached afterwards) …",
           file=sys.stderr, flush=True)
-    # Tracing is compiled in always; a run traces only when asked (WAVES=1), so one build
-    # serves both the regression and `make waves`.
     runner.build(sources=[hdl_path], hdl_toplevel=design, build_dir=build_dir,
-                 build_args=flags, waves=True, always=True, log_file=log)
+                 build_args=flags, waves=bool(trace), always=True, log_file=log)
     stamp.write_text(key)
     print(f"[sim] built {design} in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
     return build_dir
@@ -104,15 +116,15 @@ def run(design, test_module, params=None, testcase=None, extra_env=None):
 
     setup_verilator()
     params = dict(params or {})
+    waves = os.environ.get("WAVES", "0") not in ("", "0")
     trace = wave_format()
     hdl = generate(design, params)
-    build_dir = _build(design, params, hdl, trace)
+    build_dir = _build(design, params, hdl, trace if waves else None)
 
     name = _test_name()
     test_dir = SIM_BUILD / "tests" / name
     test_dir.mkdir(parents=True, exist_ok=True)
     seed = int(os.environ["SEED"]) if os.environ.get("SEED") else random.randrange(1 << 31)
-    waves = os.environ.get("WAVES", "0") not in ("", "0")
     testcase = testcase or os.environ.get("TESTCASE") or None
     wave_file = Path(os.environ.get("WAVE_FILE") or SIM_BUILD / "waves" / f"{name}.{trace}")
     test_args = []
@@ -143,6 +155,8 @@ def run(design, test_module, params=None, testcase=None, extra_env=None):
         pytest.fail(f"{design}: simulation produced no results (seed {seed}); log {log_file}:\n{tail}")
     cases = _parse_results(results_xml, name)
     RESULTS.extend(cases)
+    CASES_DIR.mkdir(parents=True, exist_ok=True)
+    (CASES_DIR / f"{name}.json").write_text(json.dumps([c.__dict__ for c in cases]))
     if not cases:
         pytest.fail(f"{design}: no cocotb test ran from {test_module} (filter {testcase!r})")
     failed = [c for c in cases if not c.passed]
