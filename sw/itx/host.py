@@ -12,6 +12,10 @@ space, answering read requests with completions and storing write requests.
   :func:`sw.pcie.host.completion_packets`); completions of different reads interleave at
   random, each read's own completions stay in address order (PCIe ordering).
 - Write requests are stored at their address, payload bytes in beat order.
+- Lanes: beats carry 16·``lanes`` bytes (lane *k* = bytes 16k..16k+15 of the beat). The
+  SXP drops a packet whose address or length is not a multiple of 16·lanes, so the read
+  completion boundary must be one too (64 B: one beat at lanes 4); every legal split of an
+  aligned read then cuts it on beat boundaries.
 
 The host is the adversary: :attr:`HostMemory.read_hook` may rewrite the bytes a read
 returns, and tests mutate memory directly (:meth:`HostMemory.write`) to replay, reorder or
@@ -19,14 +23,15 @@ tamper with frames.
 """
 import random as _random
 
-from hw.sxp.packet import MAX_PAYLOAD_BYTES, READ_COMPLETION_BOUNDARY, Kind
+from hw.sxp.packet import BEAT_BYTES, MAX_PAYLOAD_BYTES, READ_COMPLETION_BOUNDARY, Kind
 from sw.pcie.host import completion_packets, random_split
 
-__all__ = ["HostMemory", "RING_BYTES", "DEFAULT_WINDOW", "PAGE"]
+__all__ = ["HostMemory", "RING_BYTES", "DEFAULT_WINDOW", "PAGE", "LANES"]
 
 RING_BYTES = 256 << 20          # the IPU ring buffer (ITX: "e.g., 256 MB")
 DEFAULT_WINDOW = 0x1000_0000    # where the ring sits in tile PCI space (256 MB aligned)
 PAGE = 4096
+LANES = (1, 2, 4)               # beat widths the SXP is built with (hw.sxp.packet.beat_layout)
 
 
 class HostMemory:
@@ -36,11 +41,17 @@ class HostMemory:
         if window % PAGE or size % PAGE or size <= 0 or window + size > 1 << 32:
             raise ValueError(f"ring window {window:#x}+{size:#x}: page aligned, inside the "
                              f"32-bit tile PCI space")
+        if isinstance(lanes, bool) or lanes not in LANES:
+            raise ValueError(f"lanes must be one of {LANES}, not {lanes!r}")
+        if rcb % (BEAT_BYTES * lanes):
+            raise ValueError(f"read completion boundary {rcb} is not a multiple of the "
+                             f"{BEAT_BYTES * lanes}-byte beat at lanes {lanes}")
         lo, hi = latency
         if not 0 <= lo <= hi:
             raise ValueError(f"latency range {latency} must satisfy 0 <= lo <= hi")
         self.window, self.size = window, size
         self.rcb, self.max_payload, self.lanes = rcb, max_payload, lanes
+        self.beat_bytes = BEAT_BYTES * lanes
         self.latency, self.split = (lo, hi), split
         self.rng = rng if rng is not None else _random.Random()
         self.pages = {}
@@ -126,8 +137,7 @@ class HostMemory:
             packets = completion_packets(tag, addr, data, split, self.lanes)
             self._pending.append([now + self.rng.randint(*self.latency), tag, packets])
         elif kind is Kind.WRITE_REQ:
-            beat_bytes = 16 * self.lanes
-            payload = b"".join(b.data.to_bytes(beat_bytes, "little") for b in packet)
+            payload = b"".join(b.data.to_bytes(self.beat_bytes, "little") for b in packet)
             payload = payload[:h["length"]]
             self.writes.append((h["addr"], payload, dict(h)))
             self.write(h["addr"], payload)

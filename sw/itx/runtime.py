@@ -21,6 +21,12 @@ Placement: physical key context *p* is reached from exchange-block context *p*
 (KXBCTXMAP[p] = p) and owns key region *p* + 1 (KPHYSMAP[p] = p + 1), a window of the
 ring of ``region_bytes`` bytes allocated when the context is first used (KSELLIMIT[p + 1]);
 unused regions are empty and region 0 (cleartext) is empty: every stream is encrypted.
+
+Lanes: the runtime works at the lanes of its host memory (``HostMemory(lanes=L)``, beats of
+16·L bytes). The SXP drops every packet whose address or length is not a multiple of 16·L,
+so the layout keeps everything on beats at L = 1, 2, 4: regions start on pages, frames on
+1 KiB lines, frames are 128·n bytes and the tiles' write packets ≤ 256-byte cuts of them
+(multiples of 128), and completions split at the 64-byte completion boundary.
 """
 from dataclasses import dataclass, field
 
@@ -91,6 +97,7 @@ class Runtime:
         if region_bytes % PAGE or region_bytes <= 0:
             raise ValueError(f"region size {region_bytes} must be a positive multiple of {PAGE}")
         self.region_bytes = region_bytes
+        self.lanes = self.host.lanes
         self.regions = {}          # ctx -> [base, limit, cursor]
         self.streams = []
         self.keys = {}             # key id -> key (the runtime encrypts for the parties)
@@ -124,6 +131,9 @@ class Runtime:
         addr = -(-region[2] // 1024) * 1024        # frames never straddle a 1 KiB line
         if addr + nbytes > region[1]:
             raise MemoryError(f"key region of context {ctx} ({self.region_bytes} bytes) is full")
+        if addr % self.host.beat_bytes or nbytes % self.host.beat_bytes:
+            raise ValueError(f"{nbytes} bytes at {addr:#x} are not on {self.host.beat_bytes}-"
+                             f"byte beats (lanes {self.lanes})")
         region[2] = addr + nbytes
         return addr
 

@@ -51,14 +51,18 @@ def test_ring_allocator_wraps_and_never_overlaps():
     assert c == DEFAULT_WINDOW
 
 
+@pytest.mark.parametrize("lanes", [1, 4])
 @pytest.mark.parametrize("seed", range(5))
-def test_completions_split_at_rcb_in_order_with_data(seed):
+def test_completions_split_at_rcb_in_order_with_data(seed, lanes):
+    """Reads on beats of 16·lanes bytes are answered by legal RCB splits whose every
+    completion is whole beats, first/last flags right, the data in lane order."""
     rng = random.Random(seed)
-    h = HostMemory(rng=rng, latency=(5, 30))
+    h = HostMemory(rng=rng, latency=(5, 30), lanes=lanes)
+    bb = 16 * lanes
     expected = {}
     for tag in range(8):
-        addr = DEFAULT_WINDOW + rng.randrange(0, 1 << 16) * 16
-        length = rng.randrange(1, 65) * 16
+        addr = DEFAULT_WINDOW + rng.randrange(0, 1 << 16) * bb
+        length = rng.randrange(1, 1024 // bb + 1) * bb
         data = rng.randbytes(length)
         h.write(addr, data)
         expected[tag] = (addr, length, data)
@@ -71,9 +75,10 @@ def test_completions_split_at_rcb_in_order_with_data(seed):
         assert hdr["kind"] == Kind.READ_CPL.value
         assert [b.first for b in packet] == [1] + [0] * (len(packet) - 1)
         assert [b.last for b in packet] == [0] * (len(packet) - 1) + [1]
-        assert len(packet) == -(-hdr["length"] // 16)
+        assert hdr["addr"] % bb == 0 and hdr["length"] % bb == 0, "a completion off the beat"
+        assert len(packet) == hdr["length"] // bb
         got[hdr["tag"]].append((hdr["addr"], hdr["length"],
-                                b"".join(b.data.to_bytes(16, "little") for b in packet)))
+                                b"".join(b.data.to_bytes(bb, "little") for b in packet)))
         order.append(hdr["tag"])
     for tag, (addr, length, data) in expected.items():
         split = [(a, n) for a, n, _ in got[tag]]
@@ -83,15 +88,26 @@ def test_completions_split_at_rcb_in_order_with_data(seed):
     assert switches > len(expected), "completions of different reads interleave"
 
 
-def test_writes_are_stored_and_logged():
-    h = HostMemory()
-    payload = bytes(range(48))
-    beats = [Beat(int.from_bytes(payload[k:k + 16], "little"),
-                  header(kind=Kind.WRITE_REQ, addr=DEFAULT_WINDOW + 256, length=48, aes=1),
-                  int(k == 0), int(k == 32)) for k in (0, 16, 32)]
+@pytest.mark.parametrize("lanes", [1, 4])
+def test_writes_are_stored_and_logged(lanes):
+    h = HostMemory(lanes=lanes)
+    bb = 16 * lanes
+    payload = bytes(range(3 * bb))
+    beats = [Beat(int.from_bytes(payload[k:k + bb], "little"),
+                  header(kind=Kind.WRITE_REQ, addr=DEFAULT_WINDOW + 256, length=3 * bb, aes=1),
+                  int(k == 0), int(k == 2 * bb)) for k in (0, bb, 2 * bb)]
     h.request(beats)
-    assert h.read(DEFAULT_WINDOW + 256, 48) == payload
+    assert h.read(DEFAULT_WINDOW + 256, 3 * bb) == payload
     assert h.writes[0][0] == DEFAULT_WINDOW + 256 and h.writes[0][1] == payload
+
+
+def test_lanes_and_completion_boundary_checked():
+    for bad in (3, 8, True):
+        with pytest.raises(ValueError):
+            HostMemory(lanes=bad)
+    with pytest.raises(ValueError):
+        HostMemory(lanes=4, rcb=32)      # a completion could end mid-beat
+    assert HostMemory(lanes=4).beat_bytes == 64
 
 
 def test_read_hook_lies():

@@ -9,8 +9,8 @@ from sw.itx.csr import CsrConfigWriter, CsrKeyPort
 from sw.itx.frames import StreamType, encrypt_stream, payload_bytes, stream_nonce
 from sw.itx.runtime import CODE_BASE, DATA_BASE, STATE_BASE
 from sw.itx.testing import GoldenDevice, ReferenceDevice, Scenario, TrustedCcu
-from sw.itx.tile import (Cause, Read, SecurityException, StreamSlice, Tile, bootloader,
-                         check_measurement)
+from sw.itx.tile import (Cause, Read, SecurityException, StreamSlice, Tile, Write, bootloader,
+                         check_measurement, write_packets)
 from sw.pcie.beats import Beat, header
 
 SENTINEL = Scenario.SENTINEL
@@ -22,10 +22,10 @@ class App(Scenario):
     """The shared scenario on the reference device (cryptography) or on the SXP golden
     model (sw.sxp.model, reached through its CSR ports only)."""
 
-    def __init__(self, seed=0, epoch_keys=None, device="reference", **kw):
-        super().__init__(seed=seed, epoch_keys=epoch_keys, **kw)
-        self.device = device
-        if device == "golden":
+    def __init__(self, seed=0, epoch_keys=None, device=("reference", 1), **kw):
+        self.device, lanes = device
+        super().__init__(seed=seed, epoch_keys=epoch_keys, lanes=lanes, **kw)
+        if self.device == "golden":
             self.dev = GoldenDevice(self.tiles, host=self.rt.host)
         else:
             self.dev = ReferenceDevice(self.tiles, host=self.rt.host)
@@ -49,8 +49,10 @@ class App(Scenario):
         return self.dev.tiles[t]
 
 
-@pytest.fixture(params=["reference", "golden"])
+@pytest.fixture(params=[(d, lanes) for lanes in (1, 4) for d in ("reference", "golden")],
+                ids=lambda p: f"{p[0]}-x{p[1]}")
 def device(request):
+    """(device, lanes): the reference or the golden-model SXP path, at lanes 1 and 4."""
     return request.param
 
 
@@ -220,23 +222,30 @@ def test_checkpoint_from_another_epoch(same_key, device):
         assert set(new.tile(t).memory[STATE_BASE:STATE_BASE + STATE]) == {SENTINEL}
 
 
-def test_staging_holds_bytes_until_commit():
-    """Direct tile unit: completions land in staging; memory changes only after commit, and
-    a security exception drops the staged frame."""
-    for verdict in ("commit", "exception"):
-        tile = Tile(3)
+@pytest.mark.parametrize("lanes", [1, 4])
+def test_staging_holds_bytes_until_commit(lanes):
+    """Direct tile unit: completions (beats of 16·lanes bytes) land in staging; memory
+    changes only after commit, and a security exception drops the staged frame."""
+    bb = 16 * lanes
+    for verdict in ("commit", "exception", "zero tag slot"):
+        tile = Tile(3, lanes=lanes)
         sl = StreamSlice(StreamType.CODE, 9, 0x1000_0000, 128, 96, 0)
         tile.run(bootloader(tile, sl))
         req = tile.outbox.popleft()[0].hdr
         assert req["kind"] == Kind.READ_REQ.value and req["length"] == 128 and req["aes"] == 1
-        frame = stream_nonce(StreamType.CODE, 9, 0) + b"\0\0\0\1" + b"\x42" * 96 + bytes(16)
+        tag = bytes(16) if verdict == "zero tag slot" else b"\x17" * 16
+        frame = stream_nonce(StreamType.CODE, 9, 0) + b"\0\0\0\1" + b"\x42" * 96 + tag
         for off in (0, 64):
             chunk = frame[off:off + 64]
-            pkt = [Beat(int.from_bytes(chunk[k:k + 16], "little"),
+            pkt = [Beat(int.from_bytes(chunk[k:k + bb], "little"),
                         header(kind=Kind.READ_CPL, tile=3, addr=0x1000_0000 + off, length=64,
-                               aes=1, cc=int(off == 64)), int(k == 0), int(k == 48))
-                   for k in range(0, 64, 16)]
+                               aes=1, cc=int(off == 64)), int(k == 0), int(k + bb == 64))
+                   for k in range(0, 64, bb)]
             done = tile.deliver(pkt)
+        if verdict == "zero tag slot":      # the SXP's in-band refusal: halt, nothing lands
+            assert not done and tile.exception.cause == Cause.SXP_AUTH
+            assert tile.memory[:96] == bytes(96) and tile.digest is None
+            continue
         assert done and tile.memory[:96] == bytes(96), "nothing lands before the verdict"
         if verdict == "commit":
             tile.commit()
@@ -245,6 +254,37 @@ def test_staging_holds_bytes_until_commit():
             tile.security_exception()
             assert tile.memory[:96] == bytes(96) and tile.exception.cause == Cause.SXP_AUTH
             assert tile.digest is None
+
+
+@pytest.mark.parametrize("lanes", [1, 4])
+def test_write_packets_on_beats(lanes):
+    """A checkpoint frame leaves as ≤ 256-byte write packets of whole 16·lanes-byte beats,
+    ``aes`` on all, ``cc`` on the last, the bytes in lane order."""
+    frame = bytes(range(256)) * 3 + bytes(range(128))          # 896 bytes = 7 × 128
+    packets = write_packets(7, Write(0x1000_0400, frame, 2), lanes)
+    bb = 16 * lanes
+    assert [p[0].hdr["length"] for p in packets] == [256, 256, 256, 128]
+    assert [p[0].hdr["cc"] for p in packets] == [0, 0, 0, 1]
+    got = b""
+    for p in packets:
+        h = p[0].hdr
+        assert h["addr"] % bb == 0 and len(p) == h["length"] // bb and h["aes"] == 1
+        assert [b.first for b in p] == [1] + [0] * (len(p) - 1) and p[-1].last == 1
+        got += b"".join(b.data.to_bytes(bb, "little") for b in p)
+    assert got == frame
+
+
+def test_unaligned_access_refused_at_lanes_4():
+    """At lanes 4 a read or write off the 64-byte beat would be dropped by the SXP; the
+    tile refuses to issue it (a runtime layout bug, not an attack)."""
+    for action in (Read(0x1000_0020, 128, 0), Read(0x1000_0000, 96, 0),
+                   Write(0x1000_0010, bytes(128), 0)):
+        tile = Tile(1, lanes=4)
+        with pytest.raises(ValueError):
+            tile.run(a for a in [action])
+    Tile(1, lanes=1).run(a for a in [Read(0x1000_0020, 96, 0)])   # fine on 16-byte beats
+    with pytest.raises(ValueError):
+        Tile(1, lanes=3)
 
 
 def test_unexpected_completion_halts_tile():
@@ -258,7 +298,7 @@ def test_unexpected_completion_halts_tile():
 def test_host_config_locked_in_trusted_mode(device):
     app = App(device=device, seed=10)
     app.launch()
-    if device == "golden":                         # the host tries again after launch
+    if app.device == "golden":                     # the host tries again after launch
         before = {r: app.dev.model.region(r) for r in range(17)}
         app.rt.configure(CsrConfigWriter(lambda a, v: app.dev.host_csr(a, v ^ 0x1000)))
         assert app.dev.model.denied > 0

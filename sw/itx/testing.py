@@ -4,7 +4,9 @@ models: :class:`ReferenceSxp` (key contexts, KXBCTXMAP/KPHYSMAP/KSELLIMIT checks
 per physical context, streaming decryption with the tag checked on the last completion),
 :class:`ReferenceDevice` (tiles + reference SXP + :class:`~sw.itx.host.HostMemory`, run
 packet by packet, one cycle per loop) and :class:`TrustedCcu` (installs the runtime's key
-sets through any :class:`~sw.ccu.sxp_port.SxpKeyPort`).
+sets through any :class:`~sw.ccu.sxp_port.SxpKeyPort`). Both devices run at the lanes of
+their host memory (beats of 16·lanes bytes; a packet not on beats is refused, as the SXP's
+MALFORMED check does).
 """
 from collections import deque
 
@@ -23,20 +25,22 @@ from .tile import Cause, SecurityException, Tile
 __all__ = ["ReferenceSxp", "ReferenceDevice", "TrustedCcu"]
 
 
-def _payload(packet):
-    return b"".join(b.data.to_bytes(BEAT_BYTES, "little") for b in packet)[:packet[0].hdr["length"]]
+def _payload(packet, beat_bytes=BEAT_BYTES):
+    return b"".join(b.data.to_bytes(beat_bytes, "little")
+                    for b in packet)[:packet[0].hdr["length"]]
 
 
-def _packet(hdr, data):
-    return [Beat(int.from_bytes(data[k:k + BEAT_BYTES].ljust(BEAT_BYTES, b"\0"), "little"),
-                 dict(hdr), int(k == 0), int(k + BEAT_BYTES >= len(data)))
-            for k in range(0, len(data), BEAT_BYTES)]
+def _packet(hdr, data, beat_bytes=BEAT_BYTES):
+    return [Beat(int.from_bytes(data[k:k + beat_bytes].ljust(beat_bytes, b"\0"), "little"),
+                 dict(hdr), int(k == 0), int(k + beat_bytes >= len(data)))
+            for k in range(0, len(data), beat_bytes)]
 
 
 class ReferenceSxp:
     """SxpKeyPort on the CCU side; :meth:`host_write` is the host CSR port."""
 
-    def __init__(self):
+    def __init__(self, lanes=1):
+        self.beat_bytes = BEAT_BYTES * lanes
         self.keys = [None] * PHYS_CONTEXTS
         self.regs = {r: [0] * n for r, n in REGISTER_ENTRIES.items()}
         self.trusted = False
@@ -65,8 +69,13 @@ class ReferenceSxp:
             self.exception = cause
 
     def route(self, hdr):
-        """Physical context of a request, or None (exception raised) if out of its region."""
+        """Physical context of a request, or None (exception raised) if it is not on beats
+        or out of its region."""
         length = hdr["length"]
+        if hdr["addr"] % self.beat_bytes or length % self.beat_bytes or not length:
+            self.raise_exception(f"malformed: {hdr['addr']:#x}+{length} is not on "
+                                 f"{self.beat_bytes}-byte beats")
+            return None
         if hdr["aes"]:
             phys = self.regs[SxpRegister.KXBCTXMAP][hdr["xbctx"]]
             region = self.regs[SxpRegister.KPHYSMAP][phys]
@@ -103,12 +112,15 @@ class ReferenceSxp:
 
 
 class ReferenceDevice:
-    """Tiles, the reference SXP and host memory, moved one packet per loop iteration."""
+    """Tiles, the reference SXP and host memory, moved one packet per loop iteration; beats
+    of 16·lanes bytes, lanes taken from the host memory."""
 
     def __init__(self, tiles, host=None, sxp=None, seed=0, max_cycles=2_000_000):
         self.host = host if host is not None else HostMemory()
-        self.sxp = sxp if sxp is not None else ReferenceSxp()
-        self.tiles = {t: Tile(t) for t in tiles}
+        self.lanes = self.host.lanes
+        self.beat_bytes = self.host.beat_bytes
+        self.sxp = sxp if sxp is not None else ReferenceSxp(self.lanes)
+        self.tiles = {t: Tile(t, lanes=self.lanes) for t in tiles}
         self.max_cycles = max_cycles
         self.now = 0
         self.exception = None
@@ -147,7 +159,7 @@ class ReferenceDevice:
             frame.append(packet)
             if h["cc"]:
                 del self._writes[tile.id]
-                plain = b"".join(_payload(p) for p in frame)
+                plain = b"".join(_payload(p, self.beat_bytes) for p in frame)
                 sealed = self.sxp.seal_frame(phys, plain)
                 if sealed is None:
                     self.sxp.raise_exception("write: no key or bad IV tail")
@@ -155,8 +167,8 @@ class ReferenceDevice:
                 at = 0
                 for p in frame:
                     n = p[0].hdr["length"]
-                    self.host.request(_packet(dict(p[0].hdr, key_index=phys), sealed[at:at + n]),
-                                      self.now)
+                    self.host.request(_packet(dict(p[0].hdr, key_index=phys), sealed[at:at + n],
+                                              self.beat_bytes), self.now)
                     at += n
 
     def _issue_reads(self):
@@ -171,12 +183,12 @@ class ReferenceDevice:
     def _completion(self, packet):
         h = packet[0].hdr
         tile, phys, addr, length, staged = self._reads[h["tag"]]
-        staged += _payload(packet)
+        staged += _payload(packet, self.beat_bytes)
         last = len(staged) == length
         frame = bytes(staged)
         # streamed decryption: IV in clear, data through CTR, the tag slot as it came
         at = h["addr"] - addr
-        out = bytearray(_payload(packet))
+        out = bytearray(_payload(packet, self.beat_bytes))
         ks = self.sxp.keystream_decrypt(phys, frame[:NONCE_BYTES].ljust(NONCE_BYTES, b"\0"),
                                         bytes(length))
         for k in range(len(out)):
@@ -185,7 +197,7 @@ class ReferenceDevice:
                 out[k] ^= ks[pos - IV_BYTES]
         hdr = dict(h, tile=tile, key_index=phys, aes=1, cc=int(last), kind=Kind.READ_CPL.value)
         t = self.tiles[tile]
-        complete = t.deliver(_packet(hdr, bytes(out)))
+        complete = t.deliver(_packet(hdr, bytes(out), self.beat_bytes))
         if last:
             del self._reads[h["tag"]]
             del self._busy[phys]
@@ -248,21 +260,25 @@ class Scenario:
     key) — code streams for *tiles*, one data stream loaded after synchronisation point 1
     into the same physical context 0 (the key change), checkpoint slots on context 1 (the
     CCU's key of this epoch) and, when resuming, the checkpoint on context 2 (the key of
-    the resumed epoch). ``epoch_keys`` plays the CCU's per-epoch checkpoint keys."""
+    the resumed epoch). ``epoch_keys`` plays the CCU's per-epoch checkpoint keys; ``lanes``
+    is the beat width (16·lanes bytes) of the host memory, and so of the device's tiles."""
 
     SENTINEL = 0xA5
     STATE = 2048
 
     def __init__(self, seed=0, tiles=(0, 1, 5, 1471), code_bytes=3000, frame=512,
                  data_bytes=6000, data_frame=384, epoch_keys=None, contexts=16, host=None,
-                 region_bytes=1 << 20):
+                 region_bytes=1 << 20, lanes=1):
         from .runtime import Runtime
         self.rng = rng = __import__("random").Random(seed)
         self.model_key, self.data_key = rng.randbytes(32), rng.randbytes(32)
         self.epoch_keys = epoch_keys or {e: rng.randbytes(32) for e in range(4)}
         self.tiles = tuple(tiles)
         self.binaries = {t: rng.randbytes(code_bytes + (16 * t) % 700) for t in tiles}
-        host = host if host is not None else HostMemory(rng=rng, latency=(1, 30))
+        host = host if host is not None else HostMemory(rng=rng, latency=(1, 30), lanes=lanes)
+        if host.lanes != lanes:
+            raise ValueError(f"host memory at lanes {host.lanes}, scenario at lanes {lanes}")
+        self.lanes = lanes
         self.rt = Runtime(host, region_bytes=region_bytes, contexts=contexts)
         self.code = self.rt.code_stream(self.binaries, key=self.model_key, ctx=0,
                                         frame_bytes=frame)
@@ -310,7 +326,7 @@ class GoldenDevice(ReferenceDevice):
         from sw.sxp.driver import ModelBus
         from sw.sxp.model import SxpModel
         super().__init__(tiles, host=host, **kw)
-        self.model = SxpModel(contexts)
+        self.model = SxpModel(contexts, self.lanes)
         self.host_csr, self.ccu_csr = ModelBus(self.model, "host"), ModelBus(self.model, "ccu")
         self._table = {}         # tag -> [tile, key_index, aes, bytes left]
         self._xb = deque()       # packets waiting to enter xb_i

@@ -10,11 +10,17 @@ the same tile runs on the reference link (``sw.itx.testing``), the SXP golden mo
 the RTL under cocotb: the harness moves packets and says when a frame is good.
 
 Staging: the completions of a read land in a staging buffer, never in tile memory. When
-the last completion of the frame has arrived the frame is *complete*; the harness then
-calls :meth:`Tile.commit` once it knows the SXP raised no authentication exception for
-it, or :meth:`Tile.security_exception`. Only a committed frame reaches the program, and
-the program checks the IV before it copies a byte into tile memory, so no byte of a frame
-that fails either check is ever accepted.
+the last completion of the frame has arrived the frame is *complete*; a frame whose tag
+slot came back all zero (the SXP's in-band "refused" signal) halts the tile at once;
+otherwise the harness calls :meth:`Tile.commit` once it knows the SXP raised no
+authentication exception for it, or :meth:`Tile.security_exception`. Only a committed
+frame reaches the program, and the program checks the IV before it copies a byte into
+tile memory, so no byte of a frame that fails either check is ever accepted.
+
+Lanes: ``Tile(id, lanes=L)`` sends and takes beats of 16·L bytes (lane *k* = bytes
+16k..16k+15 of the beat). Every read and write it issues must start and end on a beat
+(the SXP drops anything else as MALFORMED): the runtime's layout guarantees it and the
+tile refuses an unaligned action with ValueError.
 """
 import hashlib
 from collections import deque
@@ -99,7 +105,10 @@ class CheckpointSlot:
 class Tile:
     def __init__(self, tile_id, ipu=0, memory_bytes=TILE_MEMORY, epoch=0, checkpoint=0,
                  lanes=1):
+        if isinstance(lanes, bool) or lanes not in (1, 2, 4):
+            raise ValueError(f"lanes must be 1, 2 or 4, not {lanes!r}")
         self.id, self.ipu, self.lanes = tile_id, ipu, lanes
+        self.beat_bytes = BEAT_BYTES * lanes
         self.memory = bytearray(memory_bytes)
         self.epoch, self.checkpoint = epoch, checkpoint   # assigned by the CCU with the bootloader
         self.digest = None          # SHA-384 of the loaded binary (bootloader)
@@ -130,6 +139,7 @@ class Tile:
         try:
             action = self._prog.send(value)
             while isinstance(action, Write):
+                self._check_aligned(action.addr, len(action.frame))
                 self.outbox.extend(write_packets(self.id, action, self.lanes))
                 action = self._prog.send(None)
         except StopIteration:
@@ -140,10 +150,18 @@ class Tile:
             return
         if not isinstance(action, Read):
             raise TypeError(f"tile program yielded {action!r}")
+        self._check_aligned(action.addr, action.length)
         self._read, self._stage, self._got, self.complete = action, bytearray(action.length), 0, False
         self.outbox.append([Beat(0, header(kind=Kind.READ_REQ, tile=self.id, xbctx=action.xbctx,
                                            addr=action.addr, length=action.length,
                                            aes=action.aes), 1, 1)])
+
+    def _check_aligned(self, addr, length):
+        # the SXP drops (MALFORMED) a packet whose address or length is not a multiple of
+        # the beat: a program asking for one is a layout bug of the runtime, not an attack
+        if addr % self.beat_bytes or length % self.beat_bytes or length <= 0:
+            raise ValueError(f"tile {self.id}: access {addr:#x}+{length} is not on "
+                             f"{self.beat_bytes}-byte beats (lanes {self.lanes})")
 
     def _halt(self, exc):
         self.exception = exc
@@ -169,13 +187,20 @@ class Tile:
                                          f"completion at {h['addr']:#x}+{h['length']} does not "
                                          f"continue the read at {r.addr:#x}+{self._got}"))
             return False
-        beat_bytes = BEAT_BYTES * self.lanes
-        data = b"".join(b.data.to_bytes(beat_bytes, "little") for b in packet)[:h["length"]]
+        data = b"".join(b.data.to_bytes(self.beat_bytes, "little")
+                        for b in packet)[:h["length"]]
         self._stage[off:off + len(data)] = data
         self._got += len(data)
         self.complete = self._got == r.length
         if self.complete and not h["cc"]:
             self._halt(SecurityException(Cause.PROTOCOL, self.id, "read complete without cc"))
+            return False
+        if self.complete and not any(self._stage[-TAG_BYTES:]):
+            # the SXP zeroes the tag slot of a frame whose tag did not verify or whose op
+            # its engine refused (docs/sxp.md): discard it without waiting for irq
+            self._halt(SecurityException(Cause.SXP_AUTH, self.id,
+                                         f"frame at {r.addr:#x}: tag slot zero (the SXP "
+                                         f"refused it)"))
             return False
         return self.complete
 
@@ -196,7 +221,8 @@ class Tile:
 
 def write_packets(tile, w, lanes=1):
     """The write-request packets of frame *w*: ≤ 256-byte packets, ``aes`` on all, ``cc``
-    on the last (ITX § confidential streams, writes (iii))."""
+    on the last (ITX § confidential streams, writes (iii)), in beats of 16·*lanes* bytes
+    (a frame of 128·n bytes cuts into whole beats at every lanes the SXP has)."""
     beat_bytes = BEAT_BYTES * lanes
     packets = []
     for at in range(0, len(w.frame), MAX_PAYLOAD_BYTES):

@@ -9,28 +9,47 @@ the RTL, packet by packet.
   packets into ``xb_i`` (whole packets, round robin over tiles); beats leaving ``pcie_o`` are
   gathered into packets for :class:`sw.itx.host.HostMemory`, whose completions (random
   RCB splits, latency, interleaving) go into ``pcie_i``; completions leaving ``xb_o`` are
-  routed by ``hdr.tile`` into the tiles' staging buffers. A frame whose last completion
-  has arrived is committed only after ``irq`` has stayed low for :data:`VERDICT_CYCLES`
-  cycles after it (the SXP latches AUTH when the tag beat leaves the engine, before the beat
-  reaches ``xb_o``); ``irq`` high halts every tile (the CCU's reaction) and :meth:`run`
+  routed by ``hdr.tile`` into the tiles' staging buffers. A frame whose tag slot arrives
+  zero halts its tile at once (the tile model's rule: the SXP zeroes the tag slot of a
+  frame it refused). Any other frame whose last completion has arrived is committed only
+  after ``irq`` has stayed low for :data:`VERDICT_CYCLES` cycles after it (the SXP
+  latches AUTH when the tag beat leaves the engine, about when the beat reaches ``xb_o``);
+  ``irq`` high halts every tile (the CCU's reaction) and :meth:`run`
   raises the security exception.
 Every stream port can be given idle cycles / back-pressure.
+
+Lanes: :func:`lanes_of` reads the beat width off the DUT (``xb_i__payload`` is
+``beat_layout(lanes)``), so one testbench serves ``sxp_system`` (16-byte beats) and
+``sxp_system_x4`` (64-byte beats); the host memory and the tiles must be built at the same
+lanes. The host side feeds ``pcie_i`` several completion packets ahead, so at one 64-byte
+beat per cycle the host model never starves the RTL.
 """
 from collections import deque
 
 import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
-from hw.sxp.packet import Kind
+from hw.sxp.packet import BEAT_BYTES, Kind, beat_layout
 from sw.itx.csr import CsrConfigWriter, CsrKeyPort, status_fields
 from sw.itx.tile import Cause, SecurityException, Tile
 from sw.pcie.beats import decode, encode
 from tb.common.stream import StreamSink, StreamSource, random_pause
 from tb.common.tb import TB
 
-__all__ = ["CsrBus", "SystemTB", "VERDICT_CYCLES"]
+__all__ = ["CsrBus", "SystemTB", "VERDICT_CYCLES", "lanes_of"]
 
 VERDICT_CYCLES = 2
+CPL_AHEAD_BEATS = 8     # completion beats the host keeps queued ahead of pcie_i
+TRUST_POLLS = 64        # STATUS reads allowed for CTRL.trust to take effect
+
+
+def lanes_of(dut):
+    """The lanes the DUT was built with, from the width of its ``xb_i`` payload."""
+    width = len(dut.xb_i__payload)
+    for lanes in (1, 2, 4):
+        if beat_layout(lanes).size == width:
+            return lanes
+    raise ValueError(f"xb_i payload of {width} bits is no beat_layout(lanes)")
 
 
 class CsrBus:
@@ -73,6 +92,15 @@ class CsrBus:
     async def status(self):
         return status_fields(self.regmap, await self.read(self.regmap["STATUS"].addr))
 
+    async def wait_trusted(self):
+        """STATUS once trusted mode has taken effect (it may lag the CTRL.trust write by
+        a few cycles) or an exception is latched; AssertionError if neither comes."""
+        for _ in range(TRUST_POLLS):
+            st = await self.status()
+            if st["trusted"] or st["exc"]:
+                return st
+        raise AssertionError(f"STATUS.trusted still 0 after {TRUST_POLLS} reads: {st}")
+
     async def flush(self):
         while self.ops:
             op = self.ops.popleft()
@@ -100,6 +128,10 @@ class SystemTB(TB):
         from hw.sxp.regs import register_map
         self.regmap = register_map(contexts)
         self.contexts = contexts
+        self.lanes = lanes_of(dut)
+        self.beat_bytes = BEAT_BYTES * self.lanes
+        if host.lanes != self.lanes:
+            raise ValueError(f"host memory at lanes {host.lanes}, DUT at lanes {self.lanes}")
         self.xb_src = StreamSource(dut, "xb_i", self.clk)
         self.xb_sink = StreamSink(dut, "xb_o", self.clk)
         self.req_sink = StreamSink(dut, "pcie_o", self.clk)
@@ -114,7 +146,7 @@ class SystemTB(TB):
         self.ccu_csr = CsrBus(dut, "ccu", self.clk, self.regmap)
         dut.rd_timeout.value = 0
         self.host = host
-        self.tiles = {t: Tile(t) for t in tiles}
+        self.tiles = {t: Tile(t, lanes=self.lanes) for t in tiles}
         self.now = 0
         self.exception = None
         self.irq_seen = False
@@ -152,7 +184,9 @@ class SystemTB(TB):
         await self.reset()
         for port in (self.xb_src, self.cpl_src, self.xb_sink, self.req_sink):
             port.clear()
-        self.host, self.tiles = host, {t: Tile(t) for t in tiles}
+        if host.lanes != self.lanes:
+            raise ValueError(f"host memory at lanes {host.lanes}, DUT at lanes {self.lanes}")
+        self.host, self.tiles = host, {t: Tile(t, lanes=self.lanes) for t in tiles}
         self.writes_sent = self.writes_stored = 0
         self._xb_lock = {}
         self._rr = deque(self.tiles)
@@ -197,7 +231,7 @@ class SystemTB(TB):
                     continue
                 packet = box.popleft()
                 for beat in packet:
-                    self.xb_src.send(encode(beat))
+                    self.xb_src.send(encode(beat, self.lanes))
                 if write:
                     self.writes_sent += 1
                     if h["cc"]:
@@ -207,22 +241,25 @@ class SystemTB(TB):
                 break
         # pcie_o -> host
         while self.req_sink.queue:
-            beat = decode(self.req_sink.queue.popleft())
+            beat = decode(self.req_sink.queue.popleft(), self.lanes)
             self._req_beats.append(beat)
             if beat.last:
-                self._check_request(self._req_beats)
+                self._check_request(self._req_beats, self.beat_bytes)
                 self.writes_stored += beat.hdr["kind"] == Kind.WRITE_REQ.value
                 self.host.request(self._req_beats, self.now)
                 self._req_beats = []
-        # host -> pcie_i (a few beats ahead, so the host's interleaving choices stay live)
-        if len(self.cpl_src.queue) < 4:
+        # host -> pcie_i: a few beats ahead (never starving a port that takes a beat per
+        # cycle, whatever the packet sizes), few enough that the host's interleaving
+        # choices stay live
+        while len(self.cpl_src.queue) < CPL_AHEAD_BEATS:
             packet = self.host.completion(self.now)
-            if packet is not None:
-                for beat in packet:
-                    self.cpl_src.send(encode(beat))
+            if packet is None:
+                break
+            for beat in packet:
+                self.cpl_src.send(encode(beat, self.lanes))
         # xb_o -> tiles (staging)
         while self.xb_sink.queue:
-            beat = decode(self.xb_sink.queue.popleft())
+            beat = decode(self.xb_sink.queue.popleft(), self.lanes)
             self.beats_to_tiles += 1
             self._cpl_beats.append(beat)
             if beat.last:
@@ -241,12 +278,15 @@ class SystemTB(TB):
                 self.frames += 1
 
     @staticmethod
-    def _check_request(packet):
-        """A packet on pcie_o is whole: one header on every beat, ``first`` on the first
-        beat only, as many beats as its length says (one for a read request) — so the
-        merge of read requests and write packets never cut a packet."""
+    def _check_request(packet, beat_bytes):
+        """A packet on pcie_o is whole and on beats: address and length multiples of the
+        beat, one header on every beat, ``first`` on the first beat only, as many beats as
+        its length says (one for a read request) — so the merge of read requests and write
+        packets never cut a packet."""
         h = packet[0].hdr
-        beats = 1 if h["kind"] == Kind.READ_REQ.value else -(-h["length"] // 16)
+        assert h["addr"] % beat_bytes == 0 and h["length"] % beat_bytes == 0, \
+            f"pcie_o packet off the {beat_bytes}-byte beat: {h}"
+        beats = 1 if h["kind"] == Kind.READ_REQ.value else h["length"] // beat_bytes
         assert len(packet) == beats, f"pcie_o packet of {len(packet)} beats for {h}"
         assert all(b.hdr == h for b in packet), f"pcie_o packet with mixed headers: {packet}"
         assert [b.first for b in packet] == [1] + [0] * (beats - 1), f"pcie_o first flags {packet}"

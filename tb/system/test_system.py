@@ -12,6 +12,12 @@ the CCU model uses).
 
 Each attack is its own test; each must be detected — an SXP security exception (irq,
 STATUS.cause) or the tile's IV check — with no byte of the failing frame in tile memory.
+
+The pytest entry runs every test on ``sxp_system`` (lanes 1, 16-byte beats) and on
+``sxp_system_x4`` (lanes 4, 64-byte beats); the tests read the lanes off the DUT
+(:func:`tb.system.env.lanes_of`) and build host memory and tiles to match. The job is small
+(≈ 30 code frames of 512 B, 18 data frames of 384 B, 3 checkpoint frames per tile), so the
+lanes-4 model, slow per cycle, runs it in modest simulated time.
 """
 import ast
 import os
@@ -27,7 +33,7 @@ from sw.itx.host import HostMemory
 from sw.itx.runtime import CODE_BASE, DATA_BASE, STATE_BASE
 from sw.itx.testing import Scenario, TrustedCcu
 from sw.itx.tile import Cause, SecurityException, check_measurement
-from tb.system.env import SystemTB
+from tb.system.env import SystemTB, lanes_of
 
 PARAMS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}"))
 CONTEXTS = PARAMS.get("contexts", 16)
@@ -35,9 +41,11 @@ TILES = (0, 1, 5, 1471)
 VICTIM, FRAME = 5, 2
 
 
-def scenario(seed, **kw):
-    host = HostMemory(rng=random.Random(seed + 1000), latency=(1, 40))
-    return Scenario(seed=seed, tiles=TILES, contexts=CONTEXTS, host=host, **kw)
+def scenario(dut, seed, **kw):
+    """The shared job (sw.itx.testing.Scenario) at the DUT's lanes."""
+    lanes = lanes_of(dut)
+    host = HostMemory(rng=random.Random(seed + 1000), latency=(1, 40), lanes=lanes)
+    return Scenario(seed=seed, tiles=TILES, contexts=CONTEXTS, host=host, lanes=lanes, **kw)
 
 
 async def setup(dut, sc, idle=0.1, stall=0.1):
@@ -55,7 +63,7 @@ async def launch(tb, sc, epoch=1, resume_epoch=None):
     ccu = TrustedCcu(tb.key_port(), keys)
     ccu.launch(sets[0])
     await tb.ccu_csr.flush()
-    st = await tb.ccu_csr.status()
+    st = await tb.ccu_csr.wait_trusted()
     assert st["trusted"] and not st["exc"], f"trusted mode not entered cleanly: {st}"
     return ccu, sets
 
@@ -114,7 +122,7 @@ async def secure_boot_flow_control(dut, idle, stall):
 
 
 async def boot_and_step(dut, idle, stall):
-    sc = scenario(1)
+    sc = scenario(dut, 1)
     tb = await setup(dut, sc, idle, stall)
     ccu, sets = await launch(tb, sc)
     cycles = await boot(tb, sc)
@@ -134,7 +142,7 @@ async def boot_and_step(dut, idle, stall):
 async def checkpoint_resume(dut):
     """Checkpoint written by the tiles (encrypted by the SXP), then after a chip reset
     restored in epoch 2 under epoch 1's key: the restored state equals the saved one."""
-    sc = scenario(2)
+    sc = scenario(dut, 2)
     tb = await setup(dut, sc)
     ccu, sets = await launch(tb, sc, epoch=1)
     await boot(tb, sc)
@@ -154,7 +162,7 @@ async def checkpoint_resume(dut):
         assert decrypt_stream(sc.epoch_keys[1], nonce, saved.blobs[t], sc.STATE,
                               saved.frame_bytes) == states[t], f"tile {t}: checkpoint frames"
     # ---- new run: chip reset, epoch 2 resumes from (epoch 1, checkpoint 0) ----
-    new = scenario(2, epoch_keys=sc.epoch_keys)
+    new = scenario(dut, 2, epoch_keys=sc.epoch_keys)
     plan = new.rt.restore(saved, ctx=2)
     await tb.restart(new.rt.host, TILES)
     new.prepare(tb.tiles)
@@ -175,7 +183,7 @@ async def reads_and_writes_mixed(dut):
     back-pressure on the host side: read requests (through the read table) and write
     packets share pcie_o; write packets must stay whole. The data lands, and every
     checkpoint frame opens with AESGCM under the epoch key."""
-    sc = scenario(13)
+    sc = scenario(dut, 13)
     tb = await setup(dut, sc, idle=0.2, stall=0.5)
     ccu, sets = await launch(tb, sc)
     await boot(tb, sc)
@@ -213,7 +221,7 @@ async def attack_boot(dut, sc, cause, sxp_cause=None):
 
 @cocotb.test()
 async def flipped_ciphertext_bit(dut):
-    sc = scenario(3)
+    sc = scenario(dut, 3)
     sc.flip(sc.frame_addr(VICTIM, FRAME), 16 + random.randrange(400), random.randrange(8))
     tb = await attack_boot(dut, sc, Cause.SXP_AUTH, SxpCause.AUTH)
     assert tb.tiles[VICTIM].frames_committed == FRAME
@@ -221,7 +229,7 @@ async def flipped_ciphertext_bit(dut):
 
 @cocotb.test()
 async def flipped_tag_bit(dut):
-    sc = scenario(4)
+    sc = scenario(dut, 4)
     n = sc.code[VICTIM].frame_bytes
     sc.flip(sc.frame_addr(VICTIM, FRAME), n - 16 + random.randrange(16), random.randrange(8))
     await attack_boot(dut, sc, Cause.SXP_AUTH, SxpCause.AUTH)
@@ -231,14 +239,14 @@ async def flipped_tag_bit(dut):
 async def flipped_iv_bit(dut):
     """A nonce bit: the frame decrypts under another counter and fails its tag. (A bit of
     the IV tail 00000001 makes the engine refuse the frame: FRAME.)"""
-    sc = scenario(5)
+    sc = scenario(dut, 5)
     sc.flip(sc.frame_addr(VICTIM, FRAME), random.randrange(12), random.randrange(8))
     await attack_boot(dut, sc, Cause.SXP_AUTH, SxpCause.AUTH)
 
 
 @cocotb.test()
 async def flipped_iv_tail_bit(dut):
-    sc = scenario(6)
+    sc = scenario(dut, 6)
     sc.flip(sc.frame_addr(VICTIM, FRAME), 12 + random.randrange(4), random.randrange(8))
     await attack_boot(dut, sc, Cause.SXP_AUTH, SxpCause.FRAME)
 
@@ -246,7 +254,7 @@ async def flipped_iv_tail_bit(dut):
 @cocotb.test()
 async def replayed_frame(dut):
     """Frame 1 served again in slot 2: it authenticates, the tile's IV check refuses it."""
-    sc = scenario(7)
+    sc = scenario(dut, 7)
     n = sc.code[VICTIM].frame_bytes
     sc.rt.host.write(sc.frame_addr(VICTIM, FRAME), sc.rt.host.read(sc.frame_addr(VICTIM, FRAME - 1), n))
     tb = await attack_boot(dut, sc, Cause.IV_MISMATCH)
@@ -255,7 +263,7 @@ async def replayed_frame(dut):
 
 @cocotb.test()
 async def reordered_frames(dut):
-    sc = scenario(8)
+    sc = scenario(dut, 8)
     n = sc.code[VICTIM].frame_bytes
     a, b = sc.frame_addr(VICTIM, FRAME), sc.frame_addr(VICTIM, FRAME + 1)
     fa, fb = sc.rt.host.read(a, n), sc.rt.host.read(b, n)
@@ -267,7 +275,7 @@ async def reordered_frames(dut):
 @cocotb.test()
 async def frame_from_another_stream(dut):
     """Tile 0's frame 2 (same key, another code stream) in the victim's slot 2."""
-    sc = scenario(9)
+    sc = scenario(dut, 9)
     n = sc.code[VICTIM].frame_bytes
     sc.rt.host.write(sc.frame_addr(VICTIM, FRAME), sc.rt.host.read(sc.frame_addr(0, FRAME), n))
     await attack_boot(dut, sc, Cause.IV_MISMATCH)
@@ -276,7 +284,7 @@ async def frame_from_another_stream(dut):
 @cocotb.test()
 async def frame_under_another_partys_key(dut):
     """The expected nonce, but encrypted under the data provider's key."""
-    sc = scenario(10)
+    sc = scenario(dut, 10)
     s = sc.code[VICTIM]
     frame = encrypt_stream(sc.data_key, lambda i: stream_nonce(StreamType.CODE, s.id, FRAME),
                            random.randbytes(100), s.frame_bytes)
@@ -289,7 +297,7 @@ async def frame_under_another_partys_key(dut):
 async def host_ignores_key_schedule(dut):
     """The runtime never asks for key set 1: the data frames meet the code key in context
     0 and fail authentication (denial of service); no data byte lands, none leaks."""
-    sc = scenario(11)
+    sc = scenario(dut, 11)
     tb = await setup(dut, sc)
     await launch(tb, sc)
     await boot(tb, sc)
@@ -304,7 +312,7 @@ async def host_ignores_key_schedule(dut):
 async def checkpoint_from_another_epoch(dut):
     """Epoch 3 must resume from epoch 2's checkpoint; the host serves epoch 1's (written
     under epoch 1's key): the SXP, loaded with epoch 2's key, rejects it; nothing lands."""
-    sc = scenario(12)
+    sc = scenario(dut, 12)
     tb = await setup(dut, sc)
     ccu, sets = await launch(tb, sc, epoch=1)
     await boot(tb, sc)
@@ -312,7 +320,7 @@ async def checkpoint_from_another_epoch(dut):
         tb.tiles[t].memory[STATE_BASE:STATE_BASE + sc.STATE] = random.randbytes(sc.STATE)
     await tb.run(sc.rt.checkpoint(sc.plan))
     saved = sc.rt.save(sc.plan, epoch=1, checkpoint=0)
-    new = scenario(12, epoch_keys=sc.epoch_keys)
+    new = scenario(dut, 12, epoch_keys=sc.epoch_keys)
     plan = new.rt.restore(saved, ctx=2)
     await tb.restart(new.rt.host, TILES)
     new.prepare(tb.tiles)
@@ -327,11 +335,13 @@ async def checkpoint_from_another_epoch(dut):
 
 
 # ---- pytest entry ---------------------------------------------------------------------------
-def test_sxp_system():
-    """The whole regression on one build: 4 physical contexts, 16 read-table entries."""
+@pytest.mark.parametrize("design", ["sxp_system", "sxp_system_x4"])
+def test_sxp_system(design):
+    """The whole regression on one build per lanes (1 and 4): 4 physical contexts, 16
+    read-table entries."""
     from tb.common.sim import run
 
-    run("sxp_system", "tb.system.test_system", params={"contexts": 4, "entries": 16})
+    run(design, "tb.system.test_system", params={"contexts": 4, "entries": 16})
 
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
@@ -341,6 +351,7 @@ def test_parameters_rejected():
     from hw.top import SxpSystem
     for bad, exc in (({"contexts": 0}, ValueError), ({"contexts": 17}, ValueError),
                      ({"contexts": "4"}, TypeError), ({"entries": 1}, ValueError),
-                     ({"lanes": 2}, ValueError), ({"rcb": 32}, ValueError)):
+                     ({"lanes": 3}, ValueError), ({"lanes": True}, TypeError),
+                     ({"rcb": 32}, ValueError)):
         with pytest.raises(exc):
             SxpSystem(**bad)
