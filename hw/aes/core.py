@@ -9,12 +9,17 @@ is accepted every cycle, and no round key is stored anywhere else.
 
 Longest paths of a stage: data = S-box (16 levels) + MixColumns (3) + AddRoundKey (1), in
 stage 1 also the input gate and the first AddRoundKey; key = S-box + one XOR.
+
+*lanes* = L encrypts L blocks per beat under the beat's one key: L data paths beside ONE
+key schedule (the lanes of a beat share the key), so the area is about L data paths + 1
+key path. Each stage's S-box layer stays one bit-sliced circuit over all 16·L state bytes
+and the 4 key bytes: a wider layer adds no statements to the generated Verilog.
 """
 from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .layout import BLOCK_BITS, KEY_BITS, check_meta, input_layout, output_layout
+from .layout import BLOCK_BITS, KEY_BITS, check_lanes, check_meta, input_layout, output_layout
 from .sbox import sbox
 
 __all__ = ["AES256", "ROUNDS"]
@@ -88,11 +93,13 @@ class AES256(wiring.Component):
     meta : shape-castable or None
         Sideband carried in order beside each block (``i.payload.meta`` to
         ``o.payload.meta``). ``None`` gives exactly the contract layouts.
+    lanes : 1, 2 or 4
+        Blocks per beat, all encrypted under the beat's key (1: the contract design).
 
     Attributes
     ----------
-    i : In(stream.Signature({block: 128, key: 256[, meta]}))
-    o : Out(stream.Signature({block: 128[, meta]}))
+    i : In(stream.Signature({block: 128·lanes, key: 256[, meta]}))
+    o : Out(stream.Signature({block: 128·lanes[, meta]}))
     latency : int
         Cycles from an accepted ``i`` transfer to its ``o.valid`` while ``o.ready`` stays
         high (14: one round per stage).
@@ -105,18 +112,20 @@ class AES256(wiring.Component):
     reason a cycle without a transfer also feeds zeros, never the idle bus contents.
     """
 
-    def __init__(self, meta=None):
+    def __init__(self, meta=None, lanes=1):
         check_meta(meta)
+        self.lanes = check_lanes(lanes)
         super().__init__({
-            "i": In(stream.Signature(input_layout(meta))),
-            "o": Out(stream.Signature(output_layout(meta))),
+            "i": In(stream.Signature(input_layout(meta, lanes))),
+            "o": Out(stream.Signature(output_layout(meta, lanes))),
         })
         self.latency = ROUNDS
+        width = BLOCK_BITS * lanes
 
         # Pipeline registers, stage r = 1 .. ROUNDS (list index r - 1). The wide ones are
         # reset-less: the post-reset flush scrubs them, which saves a gate per flop.
         self._valid = [Signal(name=f"s{r}_valid") for r in range(1, ROUNDS + 1)]
-        self._state = [Signal(BLOCK_BITS, name=f"s{r}_state", reset_less=True)
+        self._state = [Signal(width, name=f"s{r}_state", reset_less=True)
                        for r in range(1, ROUNDS + 1)]
         # Stage r keeps w[4r .. 4r+7]: round key r + 1 and the words the next step expands
         # from; stage ROUNDS - 1 keeps only the last round key, the last stage none.
@@ -141,37 +150,47 @@ class AES256(wiring.Component):
         advance = ~self.o.valid | self.o.ready
         m.d.comb += self.i.ready.eq(advance & ~scrubbing)
 
-        # Stage 0: only an accepted transfer enters; otherwise zeros (a bubble, or the flush).
+        # Stage 0: only an offered transfer enters; otherwise zeros (a bubble, or the flush).
+        # The data gate is valid & ~scrubbing, not the transfer itself: when the stall holds
+        # an offered input back, the stage registers do not load anyway, and so the stall
+        # (which depends on o.ready through whatever sits after the pipeline) stays out of
+        # the first round's S-box path.
         take = _wire(m, self.i.valid & self.i.ready, "take")
-        window = _wire(m, Mux(take, self.i.payload.key, 0), "s0_key")
-        block = Mux(take, self.i.payload.block, 0)
-        state = _wire(m, block ^ window[:BLOCK_BITS], "s0_state")   # AddRoundKey 0
+        enter = _wire(m, self.i.valid & ~scrubbing, "enter")
+        window = _wire(m, Mux(enter, self.i.payload.key, 0), "s0_key")
+        block = Mux(enter, self.i.payload.block, 0)
+        lanes = self.lanes
+        state = _wire(m, block ^ window[:BLOCK_BITS].replicate(lanes), "s0_state")  # AddRoundKey 0
         valid = take
-        meta = Mux(take, Value.cast(self.i.payload.meta), 0) if self._meta else None
+        meta = Mux(enter, Value.cast(self.i.payload.meta), 0) if self._meta else None
 
         for r in range(1, ROUNDS + 1):
             idx = r - 1
             expand = r < ROUNDS   # this stage derives key words for a later one
 
-            # One S-box layer per stage, bit-sliced over the 16 state bytes and the 4 bytes
-            # of the key word the schedule substitutes. SubBytes commutes with ShiftRows,
+            # One S-box layer per stage, bit-sliced over the 16·L state bytes and the 4
+            # bytes of the key word the schedule substitutes. SubBytes commutes with ShiftRows,
             # so the S-boxes read the register and ShiftRows is applied to their output.
             layer = state
             if expand:
                 layer = Cat(state, window.word_select(KEY_BITS // WORD_BITS - 1, WORD_BITS))
             sub = _wire(m, sbox(m, layer, name=f"s{r}_sbox"), f"s{r}_sub")
+            key_sub = sub[BLOCK_BITS * lanes:]
 
-            # Data path: ShiftRows (wiring), MixColumns (not in the last round), then
-            # AddRoundKey with round key r: the upper half of the window, or the whole
+            # Data path, per lane: ShiftRows (wiring), MixColumns (not in the last round),
+            # then AddRoundKey with round key r: the upper half of the window, or the whole
             # register of stage ROUNDS - 1.
-            shifted = _shift_rows(sub[:BLOCK_BITS])
-            mixed = _mix_columns(m, shifted, f"s{r}_mix") if r < ROUNDS else Cat(shifted)
-            next_state = mixed ^ window[-BLOCK_BITS:]
+            mixed = []
+            for lane in range(lanes):
+                shifted = _shift_rows(sub[BLOCK_BITS * lane:BLOCK_BITS * (lane + 1)])
+                mixed.append(_mix_columns(m, shifted, f"s{r}_mix" + (f"{lane}" if lanes > 1 else ""))
+                             if r < ROUNDS else Cat(shifted))
+            next_state = Cat(*mixed) ^ window[-BLOCK_BITS:].replicate(lanes)
 
             # Key path: round key r + 1 is already in the window; derive the four words
             # after it, and drop what no later stage reads.
             if expand:
-                words = _next_words(m, window, sub[BLOCK_BITS:], idx, f"s{r}_ks")
+                words = _next_words(m, window, key_sub, idx, f"s{r}_ks")
                 next_window = Cat(window[BLOCK_BITS:], words) if r < ROUNDS - 1 else words
 
             with m.If(advance):

@@ -26,7 +26,7 @@ every use (which also keeps Amaranth's simulator fast).
 """
 from amaranth.hdl import Cat, Const, Mux, Signal, Value
 
-__all__ = ["reflect", "clmul", "gf128_reduce", "gf128_mul", "xor_tree"]
+__all__ = ["reflect", "clmul", "gf128_reduce", "gf128_mul", "gf128_square", "xor_tree"]
 
 GF_BITS = 128
 
@@ -95,3 +95,12 @@ def gf128_mul(m, a, b, karatsuba=2, name="gfmul"):
     returned 128-bit value in bus lane order."""
     p = clmul(m, reflect(a), reflect(b), karatsuba, f"{name}_p")
     return reflect(gf128_reduce(m, p, f"{name}_r"))
+
+
+def gf128_square(m, a, name="gfsq"):
+    """a² in GF(2^128), GHASH bit order, bus lane order in and out. Squaring is linear
+    over GF(2) (the coefficient of x^i moves to x^2i, then the reduction folds): an XOR
+    network of a few levels, no multiplier. Used for the powers H², H⁴ of the lanes."""
+    a = reflect(a)
+    spread = Cat(*(Cat(a[i], Const(0, 1)) for i in range(GF_BITS)))[:2 * GF_BITS - 1]
+    return reflect(gf128_reduce(m, spread, name))

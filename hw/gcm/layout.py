@@ -5,25 +5,32 @@ Defined once and shared by the RTL (:mod:`hw.gcm.core`), the golden model
 the first in the lowest bits. Byte *k* of a block or key sits in bits ``[8k+7:8k]`` (bus
 lane order), so ``int.from_bytes(fips_bytes, "little")`` is the field value.
 
+A beat of a core built with ``lanes`` = L carries L consecutive blocks of one frame in its
+``block`` field: lane *k* (bits ``128k+127..128k``) is the block at byte offset 16·k of
+the beat. L = 1 is the original one-block contract.
+
 The ``ctx`` field is 4 bits wide whatever the number of physical contexts (the contract
 port width; at most 16 contexts). A core built with fewer contexts answers ``err`` for an
 op on a context number it does not have and ignores a key install to one.
 """
 from amaranth.lib import data, enum
 
-__all__ = ["BLOCK_BITS", "KEY_BITS", "CTX_BITS", "MAX_CONTEXTS", "Op", "check_contexts",
-           "key_layout", "input_layout", "output_layout"]
+from hw.aes.layout import LANES, check_lanes
 
-BLOCK_BITS = 128   # one AES block: the beat width (DESIGN.md Roadmap: lanes x 128 later)
+__all__ = ["BLOCK_BITS", "KEY_BITS", "CTX_BITS", "MAX_CONTEXTS", "LANES", "Op",
+           "check_contexts", "check_lanes", "key_layout", "input_layout", "output_layout"]
+
+BLOCK_BITS = 128   # one AES block: a beat is lanes x 128 bits
 KEY_BITS = 256     # AES-256
 CTX_BITS = 4       # contract width of the ctx field
 MAX_CONTEXTS = 1 << CTX_BITS
 
 
 class Op(enum.Enum, shape=2):
-    IV = 0
-    DATA = 1
-    MAC = 2
+    IV = 0      # opens a frame: lane 0 is J0, lanes 1.. the first data blocks
+    DATA = 1    # every lane a data block
+    MAC = 2     # lane L-1 the tag slot, lanes before it the last data blocks
+    NOP = 3     # passes the beat through unchanged; no context is read or written
 
 
 def check_contexts(contexts):
@@ -40,17 +47,22 @@ def key_layout(contexts=MAX_CONTEXTS):
     return data.StructLayout({"ctx": CTX_BITS, "key": KEY_BITS})
 
 
-input_layout = data.StructLayout({
-    "block": BLOCK_BITS,
-    "ctx": CTX_BITS,
-    "op": Op,
-    "decrypt": 1,
-})
+def input_layout(lanes=1):
+    """``{block: 128·lanes, ctx: 4, op: 2, decrypt: 1}`` — the ``i`` stream."""
+    return data.StructLayout({
+        "block": BLOCK_BITS * check_lanes(lanes),
+        "ctx": CTX_BITS,
+        "op": Op,
+        "decrypt": 1,
+    })
 
-output_layout = data.StructLayout({
-    "block": BLOCK_BITS,
-    "ctx": CTX_BITS,
-    "op": Op,
-    "tag_ok": 1,
-    "err": 1,
-})
+
+def output_layout(lanes=1):
+    """``{block: 128·lanes, ctx: 4, op: 2, tag_ok: 1, err: 1}`` — the ``o`` stream."""
+    return data.StructLayout({
+        "block": BLOCK_BITS * check_lanes(lanes),
+        "ctx": CTX_BITS,
+        "op": Op,
+        "tag_ok": 1,
+        "err": 1,
+    })

@@ -12,22 +12,32 @@ it is ``ctr - 2`` (mod 2³²), since the counter starts at 2 for the first data 
 E_K(J0) is not stored either: MAC recomputes it (the RTL sends J0 through the AES pipeline
 for the MAC op), which gives the same tag.
 
-Operations (:meth:`GcmCoreModel.step`), in the order the core accepts them:
+Beats (:meth:`GcmCoreModel.step`), in the order the core accepts them. A core of
+``lanes`` = L takes L consecutive blocks of one frame per beat (lane *k* = the block at
+byte offset 16·k); the model processes a beat's blocks one after the other, in block
+order, exactly as L = 1 beats would (GHASH by Horner's rule with H alone: the RTL's
+powers of H are checked against this, not copied from it). A frame (IV + data + tag) is
+a whole number of beats, at least two:
 
-- ``Op.IV``: on an idle context with a key and ``block`` bytes 12..15 = ``00 00 00 01``:
-  nonce = bytes 0..11, counter = 2, X = 0, active; ``o.block`` = the IV block unchanged.
-  A bad IV tail is ``err`` (the context stays idle). IV on an active context is ``err``
-  and the context goes idle: the unfinished frame is abandoned and never yields a tag.
-- ``Op.DATA`` (active context): ``o.block = block ⊕ E_K(counter block)``; X = (X ⊕ C)·H
+- ``Op.IV``: on an idle context with a key and lane 0's bytes 12..15 = ``00 00 00 01``:
+  nonce = lane 0 bytes 0..11, counter = 2, X = 0, active; output lane 0 = the IV block
+  unchanged; lanes 1..L-1 are the frame's first data blocks (as DATA below). A bad IV tail
+  is ``err`` (the context stays idle). IV on an active context is ``err`` and the context
+  goes idle: the unfinished frame is abandoned and never yields a tag.
+- ``Op.DATA`` (active context), per lane: ``block ⊕ E_K(counter block)``; X = (X ⊕ C)·H
   where C is the ciphertext — the *input* block when ``decrypt`` = 1, the *output* block
   when ``decrypt`` = 0; the counter advances (inc32, wrapping like GCM's inc32).
-- ``Op.MAC`` (active context): tag = ((X ⊕ len-block)·H) ⊕ E_K(J0) with
-  len-block = 0⁶⁴ ‖ [128·count]₆₄; ``o.block`` = tag; ``tag_ok`` = 1 only for a decryption
-  whose ``block`` equals the tag (constant-time compare); for an encryption ``tag_ok`` = 0.
-  X is cleared and the context goes idle.
-- ``err`` (DATA or MAC on an idle context, any op on a context without a key, a context
-  number >= ``contexts``, an op code that is not an :class:`Op`): ``o.block`` = 0 and
-  ``tag_ok`` = 0. Apart from IV-on-active (context goes idle), an err changes nothing.
+- ``Op.MAC`` (active context): lanes 0..L-2 are the frame's last data blocks (as DATA);
+  lane L-1 is the tag slot: tag = ((X ⊕ len-block)·H) ⊕ E_K(J0) with
+  len-block = 0⁶⁴ ‖ [128·count]₆₄, count = data blocks of the frame = counter − 2;
+  output lane L-1 = tag; ``tag_ok`` = 1 only for a decryption whose lane L-1 equals the
+  tag (constant-time compare); for an encryption ``tag_ok`` = 0. X is cleared and the
+  context goes idle.
+- ``Op.NOP``: the beat passes through unchanged (``tag_ok`` = ``err`` = 0), whatever the
+  context number, key or frame state; no context is read or written.
+- ``err`` (DATA or MAC on an idle context, IV/DATA/MAC on a context without a key or with
+  a number >= ``contexts``): the whole output beat is 0 and ``tag_ok`` = 0. Apart from
+  IV-on-active (context goes idle), an err changes nothing.
 
 Decisions where DESIGN.md is silent:
 
@@ -36,16 +46,16 @@ Decisions where DESIGN.md is silent:
 - :meth:`install_key` to a context number >= ``contexts`` is ignored (the key port has no
   error channel).
 - :meth:`reset` scrubs every context (key, H, nonce, counter, X, flags) to zero; afterwards
-  every op answers ``err`` until the context gets a key.
+  every op but NOP answers ``err`` until the context gets a key.
 """
 import hmac
 from dataclasses import dataclass
 
-from hw.gcm.layout import BLOCK_BITS, CTX_BITS, KEY_BITS, Op, check_contexts
+from hw.gcm.layout import BLOCK_BITS, CTX_BITS, KEY_BITS, Op, check_contexts, check_lanes
 from sw.aes.model import encrypt_int
 
 __all__ = ["GcmCoreModel", "Op", "gf128_mul", "ghash_mul_bus", "j0_block", "len_block",
-           "counter_block", "J0_TAIL"]
+           "counter_block", "J0_TAIL", "split_beat", "join_beat", "frame_beats"]
 
 BLOCK_MASK = (1 << BLOCK_BITS) - 1
 KEY_MASK = (1 << KEY_BITS) - 1
@@ -98,6 +108,29 @@ def len_block(count):
     return int.from_bytes(bytes(8) + (count * BLOCK_BITS).to_bytes(8, "big"), "little")
 
 
+def split_beat(beat, lanes):
+    """The *lanes* 128-bit blocks of a beat integer, lane 0 first."""
+    return [(beat >> (BLOCK_BITS * k)) & BLOCK_MASK for k in range(lanes)]
+
+
+def join_beat(blocks):
+    """The beat integer of consecutive blocks (lane 0 first)."""
+    return sum(b << (BLOCK_BITS * k) for k, b in enumerate(blocks))
+
+
+def frame_beats(nonce, blocks, lanes, mac=0):
+    """The ``(op, beat)`` pairs of one frame: J0, the data *blocks* and the tag slot *mac*
+    cut into beats of *lanes* blocks (IV first, MAC last, DATA between). ValueError if
+    the frame is not a whole number of beats or shorter than two."""
+    seq = [j0_block(nonce)] + list(blocks) + [mac]
+    if len(seq) % lanes or len(seq) < 2 * lanes:
+        raise ValueError(f"a frame of {len(seq)} blocks is not a whole number (>= 2) of "
+                         f"{lanes}-block beats")
+    beats = [join_beat(seq[i:i + lanes]) for i in range(0, len(seq), lanes)]
+    ops = [Op.IV] + [Op.DATA] * (len(beats) - 2) + [Op.MAC]
+    return list(zip(ops, beats))
+
+
 @dataclass
 class _Context:
     key: int = 0
@@ -110,14 +143,16 @@ class _Context:
 
 
 class GcmCoreModel:
-    """The ``gcm_core`` engine with *contexts* physical key contexts (1..16).
+    """The ``gcm_core`` engine with *contexts* physical key contexts (1..16) and *lanes*
+    (1, 2, 4) blocks per beat.
 
     :meth:`install_key` and :meth:`step` must be called in the order the core accepts the
-    ``key`` and ``i`` transfers; :meth:`step` returns what ``o`` shows for that op.
+    ``key`` and ``i`` transfers; :meth:`step` returns what ``o`` shows for that beat.
     """
 
-    def __init__(self, contexts=16):
+    def __init__(self, contexts=16, lanes=1):
         self.contexts = check_contexts(contexts)
+        self.lanes = check_lanes(lanes)
         self.reset()
 
     def reset(self):
@@ -144,48 +179,56 @@ class GcmCoreModel:
         self._ctx[ctx] = _Context(key=key, h=encrypt_int(key, 0), has_key=True)
 
     def step(self, block, ctx, op, decrypt):
-        """One ``i`` transfer; returns ``(o.block, o.tag_ok, o.err)`` as ints."""
+        """One ``i`` transfer (*block*: the beat, 128·lanes bits); returns
+        ``(o.block, o.tag_ok, o.err)`` as ints."""
         self._check_ctx(ctx)
-        if not 0 <= block <= BLOCK_MASK:
-            raise ValueError("block is a 128-bit field")
+        lanes = self.lanes
+        if not 0 <= block < 1 << (BLOCK_BITS * lanes):
+            raise ValueError(f"block is a {BLOCK_BITS * lanes}-bit field")
+        op = Op(op)                       # every 2-bit code is an op; anything else raises
+        if op is Op.NOP:
+            return block, 0, 0
         decrypt = bool(decrypt)
-        try:
-            op = Op(op)
-        except ValueError:
-            return self._err()
         if ctx >= self.contexts:
             return self._err()
         c = self._ctx[ctx]
         if not c.has_key:
             return self._err()
+        blocks = split_beat(block, lanes)
 
         if op is Op.IV:
             if c.active:
                 c.active = False          # abandon the open frame
                 c.x = 0
                 return self._err()
-            if block >> NONCE_BITS != int.from_bytes(J0_TAIL, "little"):
+            if blocks[0] >> NONCE_BITS != int.from_bytes(J0_TAIL, "little"):
                 return self._err()
-            c.nonce, c.ctr, c.x, c.active = block & NONCE_MASK, 2, 0, True
-            return block, 0, 0
+            c.nonce, c.ctr, c.x, c.active = blocks[0] & NONCE_MASK, 2, 0, True
+            return join_beat([blocks[0]] + [self._data(c, b, decrypt) for b in blocks[1:]]), 0, 0
 
         if not c.active:
             return self._err()
 
         if op is Op.DATA:
-            out = block ^ encrypt_int(c.key, counter_block(c.nonce, c.ctr))
-            c.x = ghash_mul_bus(c.x ^ (block if decrypt else out), c.h)
-            c.ctr = (c.ctr + 1) & CTR_MASK
-            return out, 0, 0
+            return join_beat([self._data(c, b, decrypt) for b in blocks]), 0, 0
 
-        # Op.MAC
+        # Op.MAC: the last data blocks, then the tag slot
+        out = [self._data(c, b, decrypt) for b in blocks[:-1]]
         count = (c.ctr - 2) & CTR_MASK
         s = ghash_mul_bus(c.x ^ len_block(count), c.h)
         tag = s ^ encrypt_int(c.key, counter_block(c.nonce, 1))
         tag_ok = decrypt and hmac.compare_digest(tag.to_bytes(16, "little"),
-                                                 block.to_bytes(16, "little"))
+                                                 blocks[-1].to_bytes(16, "little"))
         c.x, c.active = 0, False
-        return tag, int(tag_ok), 0
+        return join_beat(out + [tag]), int(tag_ok), 0
+
+    @staticmethod
+    def _data(c, block, decrypt):
+        """One data block: the output block; folds the ciphertext into X, advances ctr."""
+        out = block ^ encrypt_int(c.key, counter_block(c.nonce, c.ctr))
+        c.x = ghash_mul_bus(c.x ^ (block if decrypt else out), c.h)
+        c.ctr = (c.ctr + 1) & CTR_MASK
+        return out
 
     @staticmethod
     def _err():

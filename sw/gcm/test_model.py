@@ -7,7 +7,8 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from hw.gcm.layout import Op, input_layout, key_layout, output_layout
-from sw.gcm.model import GcmCoreModel, gf128_mul, j0_block
+from sw.gcm.model import (GcmCoreModel, frame_beats, gf128_mul, j0_block, join_beat,
+                          split_beat)
 from sw.gcm.vectors import blocks_of, cavp_cases, le
 
 SEED = int(os.environ.get("SEED") or "20240613")
@@ -41,15 +42,25 @@ def check_frame(results, nonce, expect_blocks, expect_tag, tag_ok):
 
 # --- layouts --------------------------------------------------------------------------
 
-def test_layout_widths_and_order():
-    assert key_layout().size == 4 + 256 and input_layout.size == 128 + 4 + 2 + 1
-    assert output_layout.size == 128 + 4 + 2 + 1 + 1
-    assert [(n, f.offset) for n, f in input_layout] == \
-        [("block", 0), ("ctx", 128), ("op", 132), ("decrypt", 134)]
-    assert [(n, f.offset) for n, f in output_layout] == \
-        [("block", 0), ("ctx", 128), ("op", 132), ("tag_ok", 134), ("err", 135)]
+@pytest.mark.parametrize("lanes", [1, 2, 4])
+def test_layout_widths_and_order(lanes):
+    w = 128 * lanes
+    assert key_layout().size == 4 + 256 and input_layout(lanes).size == w + 4 + 2 + 1
+    assert output_layout(lanes).size == w + 4 + 2 + 1 + 1
+    assert [(n, f.offset) for n, f in input_layout(lanes)] == \
+        [("block", 0), ("ctx", w), ("op", w + 4), ("decrypt", w + 6)]
+    assert [(n, f.offset) for n, f in output_layout(lanes)] == \
+        [("block", 0), ("ctx", w), ("op", w + 4), ("tag_ok", w + 6), ("err", w + 7)]
     assert [(n, f.offset) for n, f in key_layout()] == [("ctx", 0), ("key", 4)]
-    assert (Op.IV.value, Op.DATA.value, Op.MAC.value) == (0, 1, 2)
+    assert [(op.name, op.value) for op in Op] == [("IV", 0), ("DATA", 1), ("MAC", 2), ("NOP", 3)]
+
+
+@pytest.mark.parametrize("bad", [0, 3, 8, -1, 2.0, True])
+def test_lanes_out_of_range(bad):
+    with pytest.raises(ValueError):
+        GcmCoreModel(16, bad)
+    with pytest.raises(ValueError):
+        input_layout(bad)
 
 
 @pytest.mark.parametrize("bad", [0, 17, -1, 2.0, True])
@@ -198,7 +209,7 @@ def test_mac_on_idle_context(keyed):
 
 def test_op_without_key():
     model = GcmCoreModel(16)
-    for op in Op:
+    for op in (Op.IV, Op.DATA, Op.MAC):
         for ctx in (0, 7, 15):
             assert model.step(j0_block(NONCE), ctx, op, 0) == ERR
     model.install_key(7, le(KEY))
@@ -233,7 +244,7 @@ def test_reset_scrubs_everything(keyed):
     keyed.step(0x55, 3, Op.DATA, 0)
     keyed.reset()
     for ctx in range(16):
-        for op in Op:
+        for op in (Op.IV, Op.DATA, Op.MAC):
             assert keyed.step(iv, ctx, op, 0) == ERR
         s = keyed.context(ctx)
         assert (s.key, s.h, s.nonce, s.ctr, s.x, s.active, s.has_key) == (0,) * 5 + (False,) * 2
@@ -268,11 +279,107 @@ def test_forged_tag_every_bit(keyed):
         assert mac == (tag, 0, 0)
 
 
-def test_invalid_op_code(keyed):
+def test_nop_passes_anything_through(keyed):
     iv = j0_block(NONCE)
-    keyed.step(iv, 3, Op.IV, 0)
-    assert keyed.step(0, 3, 3, 0) == ERR
-    assert keyed.step(iv, 3, 3, 0) == ERR
+    fresh = GcmCoreModel(4)                          # no key anywhere, few contexts
+    for model in (keyed, fresh):
+        for ctx in (0, 3, 15):
+            for dec in (0, 1):
+                assert model.step(iv, ctx, Op.NOP, dec) == (iv, 0, 0)
+                assert model.step(0, ctx, 3, dec) == (0, 0, 0)   # op code 3 is NOP
+    # a NOP in the middle of a frame on the same context changes nothing
+    pt = bytes(range(48))
+    ct, tag = reference(KEY, NONCE, pt)
+    ops = frame_ops(3, NONCE, blocks_of(pt), 0)
+    results = []
+    for n, op in enumerate(ops):
+        results.append(keyed.step(*op))
+        assert keyed.step(0xdead << n, 3, Op.NOP, 1) == (0xdead << n, 0, 0)
+    check_frame(results, NONCE, ct, tag, False)
+    with pytest.raises(ValueError):
+        keyed.step(0, 3, 4, 0)                       # not a 2-bit op code
+
+
+# --- lanes ----------------------------------------------------------------------------
+
+def run_beats(model, ctx, nonce, blocks, decrypt, mac=0):
+    """The output blocks of one frame sent as beats, and the last beat's tag_ok."""
+    out, tag_ok = [], None
+    for op, beat in frame_beats(nonce, blocks, model.lanes, mac):
+        block, tag_ok, err = model.step(beat, ctx, op, decrypt)
+        assert err == 0
+        out += split_beat(block, model.lanes)
+    return out, tag_ok
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 4])
+def test_every_frame_length_vs_aesgcm(lanes):
+    rng = random.Random(SEED + 10 * lanes)
+    model = GcmCoreModel(16, lanes)
+    key = rng.randbytes(32)
+    model.install_key(6, le(key))
+    lengths = [n for n in range(0, 63) if (n + 2) % lanes == 0 and n + 2 >= 2 * lanes]
+    assert lengths[0] == 2 * lanes - 2 and lengths[-1] + 2 == 64
+    for n in lengths:
+        nonce, pt = rng.randbytes(12), rng.randbytes(16 * n)
+        ct, tag = reference(key, nonce, pt)
+        out, tag_ok = run_beats(model, 6, nonce, blocks_of(pt), 0, rng.getrandbits(128))
+        assert out == [j0_block(nonce)] + ct + [tag] and tag_ok == 0, f"{n} blocks"
+        forged = rng.random() < 0.3
+        out, tag_ok = run_beats(model, 6, nonce, ct, 1, tag ^ forged << rng.randrange(128))
+        assert out == [j0_block(nonce)] + blocks_of(pt) + [tag] and tag_ok == (not forged)
+
+
+# The CAVP texts that fit are 1 or 2 blocks: frames of 3 or 4 blocks, which make whole
+# beats only at lanes 2 (4 blocks); at lanes 4 a frame needs at least 6 data blocks.
+@pytest.mark.parametrize("lanes", [2])
+def test_lanes_cavp(lanes):
+    used = 0
+    for fname, decrypt in (("gcmEncryptExtIV256.rsp", 0), ("gcmDecrypt256.rsp", 1)):
+        for rec in cavp_cases(fname):
+            key, nonce = bytes.fromhex(rec["KEY"]), bytes.fromhex(rec["IV"])
+            ct, tag = bytes.fromhex(rec["CT"]), le(bytes.fromhex(rec["TAG"]))
+            blocks = blocks_of(ct if decrypt else bytes.fromhex(rec["PT"]))
+            if (len(blocks) + 2) % lanes or len(blocks) + 2 < 2 * lanes:
+                continue                             # not a whole number of beats
+            model = GcmCoreModel(16, lanes)
+            model.install_key(0, le(key))
+            out, tag_ok = run_beats(model, 0, nonce, blocks, decrypt, tag if decrypt else 0)
+            if decrypt and rec.get("FAIL"):
+                assert tag_ok == 0
+            elif decrypt:
+                assert tag_ok == 1 and out[1:-1] == blocks_of(bytes.fromhex(rec["PT"]))
+            else:
+                assert out[1:-1] == blocks_of(ct) and out[-1] == tag
+            used += 1
+    print(f"CAVP at lanes {lanes}: {used} cases")
+    assert used > 0
+
+
+@pytest.mark.parametrize("lanes", [2, 4])
+def test_lanes_misuse_answers_a_whole_zero_beat(lanes):
+    model = GcmCoreModel(16, lanes)
+    model.install_key(3, le(KEY))
+    iv = j0_block(NONCE)
+    beat = join_beat([iv] + [0x1234] * (lanes - 1))
+    zero = (0, 0, 1)
+    assert model.step(beat, 3, Op.DATA, 0) == zero                 # idle
+    assert model.step(beat, 3, Op.MAC, 1) == zero
+    assert model.step(beat ^ 1 << 120, 3, Op.IV, 0) == zero        # bad tail in lane 0
+    assert model.step(beat, 5, Op.IV, 0) == zero                   # no key
+    assert model.step(beat, 3, Op.IV, 0)[2] == 0
+    assert model.step(beat, 3, Op.IV, 0) == zero                   # IV on active
+    assert model.step(beat, 3, Op.DATA, 0) == zero                 # ... abandoned
+    with pytest.raises(ValueError):
+        model.step(1 << 128 * lanes, 3, Op.NOP, 0)
+
+
+def test_frame_beats_rejects_partial_beats():
+    with pytest.raises(ValueError):
+        frame_beats(NONCE, [1, 2, 3], 4)                          # 5 blocks
+    with pytest.raises(ValueError):
+        frame_beats(NONCE, [1, 2], 4)                             # one beat
+    assert [op for op, _ in frame_beats(NONCE, list(range(6)), 4)] == [Op.IV, Op.MAC]
 
 
 def test_fewer_contexts():

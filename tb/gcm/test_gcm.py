@@ -1,41 +1,57 @@
 """cocotb regression of ``gcm_core`` (hw/gcm): the RTL against the golden model
-(sw/gcm/model.py) on every op, and against OpenSSL (``cryptography``'s AESGCM) and the NIST
-CAVP files for whole frames.
+(sw/gcm/model.py) on every beat, and against OpenSSL (``cryptography``'s AESGCM) and the
+NIST CAVP files for whole frames. The same tests run on ``gcm_core`` (lanes 1) and
+``gcm_core_x4`` (lanes 4): :data:`LANES` comes from the design being simulated.
 
 The scoreboard: a monitor feeds the model every ``key`` and ``i`` transfer in the order the
 core accepts them, and each ``o`` transfer must equal the model's answer for the oldest
-unanswered op. Frame-level checks (ciphertext and tag decrypt in OpenSSL, OpenSSL's frames
+unanswered beat. Frame-level checks (ciphertext and tag decrypt in OpenSSL, OpenSSL's frames
 decrypt with ``tag_ok``, CAVP answers) do not depend on the model at all.
 """
+import ast
+import os
 import random
 from collections import deque
 
 import cocotb
+import pytest
 from cocotb.triggers import ReadOnly, RisingEdge
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from hw.designs import DESIGNS
 from hw.gcm.layout import Op, input_layout, key_layout, output_layout
-from sw.gcm.model import GcmCoreModel, j0_block
+from sw.aes.model import encrypt_int
+from sw.gcm.model import GcmCoreModel, frame_beats, ghash_mul_bus, j0_block, split_beat
 from sw.gcm.vectors import blocks_of, cavp_cases, le
 from tb.common.payload import pack, unpack
 from tb.common.scrub import holders
 from tb.common.stream import StreamSink, StreamSource, interleave, never, random_pause
 from tb.common.tb import TB
 
+
+def _design_params():
+    top = os.environ.get("COCOTB_TOPLEVEL", "gcm_core")
+    params = dict(DESIGNS[top].params) if top in DESIGNS else {}
+    return {**params, **ast.literal_eval(os.environ.get("SIM_PARAMS") or "{}")}
+
+
 CONTEXTS = 16
-KEY_LAYOUT, IN_LAYOUT, OUT_LAYOUT = key_layout(), input_layout, output_layout
+LANES = _design_params().get("lanes", 1)
+MAX_FRAME_BLOCKS = 64          # IV + data + tag: 1 KiB
+KEY_LAYOUT, IN_LAYOUT, OUT_LAYOUT = key_layout(), input_layout(LANES), output_layout(LANES)
 
 
 class GcmTB(TB):
     def __init__(self, dut, idle=0.0, stall=0.0):
         super().__init__(dut)
+        assert len(dut.i__payload.value) == IN_LAYOUT.size, "LANES does not match the design"
         self.key_src = StreamSource(dut, "key", self.clk)
         self.i_src = StreamSource(dut, "i", self.clk)
         self.sink = StreamSink(dut, "o", self.clk)
         for src in (self.key_src, self.i_src):
             src.set_pause(random_pause(idle) if idle else never())
         self.sink.set_pause(random_pause(stall) if stall else never())
-        self.model = GcmCoreModel(CONTEXTS)
+        self.model = GcmCoreModel(CONTEXTS, LANES)
         self.expected = deque()    # (model answer, label) per accepted op, in order
         self.labels = deque()      # label of every op sent, in send order
         self.results = []          # (label, o payload dict) of every checked output
@@ -119,26 +135,38 @@ def fmt(d):
     return {k: (f"{v:#x}" if isinstance(v, int) and v > 9 else getattr(v, "name", v)) for k, v in d.items()}
 
 
+def legal_lengths(max_blocks=MAX_FRAME_BLOCKS - 2):
+    """Data-block counts of the frames a core of LANES lanes takes (whole beats, >= 2)."""
+    return [n for n in range(max_blocks + 1) if (n + 2) % LANES == 0 and n + 2 >= 2 * LANES]
+
+
 def frame_items(ctx, nonce: bytes, blocks, decrypt, mac=0, label=None):
-    items = [("op", ctx, Op.IV, j0_block(nonce), decrypt, (label, "iv"))]
-    items += [("op", ctx, Op.DATA, b, decrypt, (label, "data", n)) for n, b in enumerate(blocks)]
-    items += [("op", ctx, Op.MAC, mac, decrypt, (label, "mac"))]
-    return items
+    """The beats of one frame as feed items labelled (label, op name, beat number)."""
+    return [("op", ctx, op, beat, decrypt, (label, op.name, n))
+            for n, (op, beat) in enumerate(frame_beats(nonce, blocks, LANES, mac))]
 
 
 def frame_outputs(tb, label):
-    """(iv, data blocks, tag, tag_ok, errs) that the RTL produced for frame *label*."""
-    outs = [(lab, got) for lab, got in tb.results if lab and lab[0] == label]
-    data = [got["block"] for lab, got in outs if lab[1] == "data"]
-    mac = [got for lab, got in outs if lab[1] == "mac"][0]
-    errs = sum(got["err"] for _, got in outs)
-    return data, mac["block"], mac["tag_ok"], errs
+    """(data blocks, tag, tag_ok, errs) that the RTL produced for frame *label*."""
+    outs = [got for lab, got in tb.results if lab and lab[0] == label]
+    blocks = [b for got in outs for b in split_beat(got["block"], LANES)]
+    mac = [got for lab, got in tb.results if lab and lab[0] == label and lab[1] == "MAC"][0]
+    errs = sum(got["err"] for got in outs)
+    return blocks[1:-1], blocks[-1], mac["tag_ok"], errs
 
 
-@cocotb.test()
+def nop_items(count):
+    """NOP beats on any ctx (keyed or not), random payload and decrypt bit."""
+    return [("op", random.randrange(16), Op.NOP, random.getrandbits(128 * LANES),
+             random.getrandbits(1), ("nop", n)) for n in range(count)]
+
+
+@cocotb.test(skip=LANES == 4)
 async def cavp_vectors(dut):
     """Every CAVP case that fits the engine (96-bit IV, empty AAD, 128-bit tag, non-empty
-    block-aligned text), encrypt and decrypt, FAIL cases included, checked against the file."""
+    block-aligned text, whole beats), encrypt and decrypt, FAIL cases included, checked
+    against the file. (The CAVP texts that fit are 1 or 2 blocks: no whole frame of 4-block
+    beats, so lanes 4 skips this; OpenSSL covers it.)"""
     tb = GcmTB(dut)
     await tb.reset()
     items, cases = [], []
@@ -149,6 +177,8 @@ async def cavp_vectors(dut):
             pt, ct = blocks_of(bytes.fromhex(rec.get("PT", ""))), blocks_of(bytes.fromhex(rec["CT"]))
             tag = le(bytes.fromhex(rec["TAG"]))
             label = (fname, n)
+            if (len(pt) + 2) % LANES:
+                continue
             items += [("key", ctx, key)]
             items += frame_items(ctx, nonce, ct if decrypt else pt, decrypt, tag if decrypt else 0, label)
             cases.append((label, decrypt, pt, ct, tag, bool(rec.get("FAIL"))))
@@ -164,15 +194,15 @@ async def cavp_vectors(dut):
             assert not tag_ok, f"{label}: CAVP FAIL case accepted"
         else:
             assert tag_ok and data == pt, f"{label}: plaintext differs or tag rejected"
-    assert len(cases) > 20 and fails > 0, f"only {len(cases)} CAVP cases, {fails} FAIL"
+    assert len(cases) > 20 // LANES and fails > 0, f"only {len(cases)} CAVP cases, {fails} FAIL"
     tb.log.info("CAVP: %d cases through the RTL, %d FAIL cases rejected", len(cases), fails)
 
 
-def random_traffic(frames_per_ctx, max_blocks=62, forge=0.2, rekey=0.3):
-    """Frames on all contexts: random keys, nonces, lengths 1..max_blocks, encrypt and
-    decrypt (decrypt frames sealed by OpenSSL, some with a forged tag), key reinstalls
-    between frames. Returns (per-context item lists, frame descriptions)."""
-    lists, frames = [], []
+def random_traffic(frames_per_ctx, max_blocks=MAX_FRAME_BLOCKS - 2, forge=0.2, rekey=0.3):
+    """Frames on all contexts: random keys, nonces, every legal length up to max_blocks
+    data blocks, encrypt and decrypt (decrypt frames sealed by OpenSSL, some with a forged
+    tag), key reinstalls between frames. Returns (per-context item lists, frames)."""
+    lists, frames, lengths = [], [], legal_lengths(max_blocks)
     for ctx in range(CONTEXTS):
         key = random.randbytes(32)
         items = [("key", ctx, key)]
@@ -181,7 +211,7 @@ def random_traffic(frames_per_ctx, max_blocks=62, forge=0.2, rekey=0.3):
                 key = random.randbytes(32)
                 items.append(("key", ctx, key))
             nonce = random.randbytes(12)
-            pt = random.randbytes(16 * random.randint(1, max_blocks))
+            pt = random.randbytes(16 * random.choice(lengths))
             decrypt = random.random() < 0.5
             label = ("frame", ctx, f)
             if decrypt:
@@ -216,12 +246,56 @@ def check_openssl(tb, frames):
 @cocotb.test()
 @cocotb.parametrize(idle=[0.0, 0.3], stall=[0.0, 0.4])
 async def random_interleaved(dut, idle, stall):
-    """All 16 contexts interleaved op by op, frames of 1..62 blocks, encrypt and decrypt,
-    forged tags, key reinstalls, with idle cycles and back-pressure."""
+    """All 16 contexts interleaved beat by beat, frames of every legal length up to 1 KiB,
+    encrypt and decrypt, forged tags, key reinstalls, NOP beats mixed in, with idle cycles
+    and back-pressure."""
     tb = GcmTB(dut, idle, stall)
     await tb.reset()
-    lists, frames = random_traffic(frames_per_ctx=4 if (idle or stall) else 6)
-    await tb.run(interleave(lists))
+    lists, frames = random_traffic(frames_per_ctx=(4 if (idle or stall) else 6) // (LANES // 2 or 1))
+    await tb.run(interleave(lists + [nop_items(40)]))
+    check_openssl(tb, frames)
+
+
+@cocotb.test()
+async def every_frame_length(dut):
+    """One frame of every legal length (IV + data + tag up to 64 blocks), encrypt and
+    decrypt, spread over the 16 contexts and interleaved."""
+    tb = GcmTB(dut)
+    await tb.reset()
+    lists, frames = [[] for _ in range(CONTEXTS)], []
+    keys = [random.randbytes(32) for _ in range(CONTEXTS)]
+    items = [("key", c, keys[c]) for c in range(CONTEXTS)]
+    for n, length in enumerate(legal_lengths()):
+        for decrypt in (0, 1):
+            ctx, nonce = (2 * n + decrypt) % CONTEXTS, random.randbytes(12)
+            pt, label = random.randbytes(16 * length), ("len", length, decrypt)
+            if decrypt:
+                sealed = AESGCM(keys[ctx]).encrypt(nonce, pt, None)
+                lists[ctx] += frame_items(ctx, nonce, blocks_of(sealed[:-16]), 1, le(sealed[-16:]), label)
+            else:
+                lists[ctx] += frame_items(ctx, nonce, blocks_of(pt), 0, 0, label)
+            frames.append((label, keys[ctx], nonce, pt, bool(decrypt), False))
+    await tb.run(items + interleave(lists))
+    check_openssl(tb, frames)
+
+
+@cocotb.test()
+async def nop_passes_through(dut):
+    """NOP beats (op code 3) on every ctx, keyed or not, between the beats of open frames:
+    the beat comes out unchanged, in order, err = tag_ok = 0, and the frames around them
+    are not disturbed."""
+    tb = GcmTB(dut, idle=0.2, stall=0.2)
+    await tb.reset()
+    lists, frames = random_traffic(frames_per_ctx=1, max_blocks=4 * LANES + 2, rekey=0)
+    lists = [lst for c, lst in enumerate(lists) if c % 2 == 0]     # odd contexts have no key
+    frames = [f for f in frames if f[0][1] % 2 == 0]
+    nops = nop_items(80)
+    await tb.run(interleave(lists + [nops]))
+    got = {lab: g for lab, g in tb.results if lab and lab[0] == "nop"}
+    for _, ctx, _, beat, _, lab in nops:
+        g = got[lab]
+        assert (g["block"], g["ctx"], g["op"], g["err"], g["tag_ok"]) == (beat, ctx, Op.NOP, 0, 0), \
+            f"{lab}: {fmt(g)}"
     check_openssl(tb, frames)
 
 
@@ -246,14 +320,23 @@ async def _keyed(tb, ctxs=range(CONTEXTS)):
     await tb.run([("key", c, random.randbytes(32)) for c in ctxs])
 
 
+def beat(lane0):
+    """A beat with *lane0* in lane 0 and random blocks in the other lanes."""
+    return lane0 | random.getrandbits(128 * (LANES - 1)) << 128
+
+
+ZERO_ERR = (1, 0, 0)       # (err, block, tag_ok) of a misused beat: the whole beat zero
+
+
 @cocotb.test()
 async def misuse_data_and_mac_on_idle(dut):
     """DATA or MAC on an idle (keyed) context: err, block 0."""
     tb = GcmTB(dut)
     await tb.reset()
     await _keyed(tb, [3])
-    await tb.run([("op", 3, Op.DATA, random.getrandbits(128), 0, "d"), ("op", 3, Op.MAC, 0, 1, "m")])
-    assert [(g["err"], g["block"]) for _, g in tb.results] == [(1, 0), (1, 0)]
+    await tb.run([("op", 3, Op.DATA, beat(random.getrandbits(128)), 0, "d"),
+                  ("op", 3, Op.MAC, beat(0), 1, "m")])
+    assert [(g["err"], g["block"], g["tag_ok"]) for _, g in tb.results] == [ZERO_ERR] * 2
 
 
 @cocotb.test()
@@ -261,8 +344,9 @@ async def misuse_no_key(dut):
     """Every op on a context that never had a key: err, block 0."""
     tb = GcmTB(dut)
     await tb.reset()
-    iv = j0_block(random.randbytes(12))
-    await tb.run([("op", c, op, iv, 0, (c, op)) for c in range(CONTEXTS) for op in Op])
+    iv = beat(j0_block(random.randbytes(12)))
+    await tb.run([("op", c, op, iv, 0, (c, op)) for c in range(CONTEXTS)
+                  for op in (Op.IV, Op.DATA, Op.MAC)])
     assert all(g["err"] == 1 and g["block"] == 0 for _, g in tb.results) and len(tb.results) == 3 * CONTEXTS
 
 
@@ -274,7 +358,8 @@ async def misuse_bad_iv_tail(dut):
     await _keyed(tb, [7])
     nonce = le(random.randbytes(12))
     for tail in (0x00000000, 0x02000000, 0x01000001, 0xFFFFFFFF, 0x00000001):
-        await tb.run([("op", 7, Op.IV, nonce | tail << 96, 0, tail), ("op", 7, Op.DATA, 5, 0, "d")])
+        await tb.run([("op", 7, Op.IV, beat(nonce | tail << 96), 0, tail),
+                      ("op", 7, Op.DATA, beat(5), 0, "d")])
     assert all(g["err"] == 1 and g["block"] == 0 for _, g in tb.results)
 
 
@@ -286,9 +371,9 @@ async def misuse_iv_on_active(dut):
     await tb.reset()
     await _keyed(tb, [2])
     n1, n2 = random.randbytes(12), random.randbytes(12)
-    await tb.run([("op", 2, Op.IV, j0_block(n1), 0, "iv1"), ("op", 2, Op.DATA, 1, 0, "d1"),
-                  ("op", 2, Op.IV, j0_block(n2), 0, "iv2"), ("op", 2, Op.DATA, 2, 0, "d2"),
-                  ("op", 2, Op.MAC, 0, 0, "m")])
+    await tb.run([("op", 2, Op.IV, beat(j0_block(n1)), 0, "iv1"), ("op", 2, Op.DATA, beat(1), 0, "d1"),
+                  ("op", 2, Op.IV, beat(j0_block(n2)), 0, "iv2"), ("op", 2, Op.DATA, beat(2), 0, "d2"),
+                  ("op", 2, Op.MAC, beat(0), 0, "m")])
     got = {lab: g for lab, g in tb.results}
     assert got["iv1"]["err"] == 0 and got["d1"]["err"] == 0
     for lab in ("iv2", "d2", "m"):
@@ -301,7 +386,7 @@ async def key_install_abandons_frame(dut):
     frames in flight are not disturbed, and ops after the install see the new key."""
     tb = GcmTB(dut)
     await tb.reset()
-    lists, frames = random_traffic(frames_per_ctx=1, max_blocks=4, rekey=0)
+    lists, frames = random_traffic(frames_per_ctx=1, max_blocks=4 * LANES, rekey=0)
     items = [it for lst in lists for it in lst if it[0] == "key"]
     ops = interleave([[it for it in lst if it[0] == "op"] for lst in lists])
     new_key = random.randbytes(32)
@@ -320,7 +405,7 @@ async def key_install_abandons_frame(dut):
     check_openssl(tb, [f for f in frames if f[0][1] != victim])
     # and the new key is in use: a fresh frame under it opens in OpenSSL
     tb.results.clear()
-    nonce, pt = random.randbytes(12), random.randbytes(48)
+    nonce, pt = random.randbytes(12), random.randbytes(16 * legal_lengths()[1])
     await tb.run(frame_items(victim, nonce, blocks_of(pt), 0, 0, "new"))
     check_openssl(tb, [("new", new_key, nonce, pt, False, False)])
 
@@ -328,18 +413,21 @@ async def key_install_abandons_frame(dut):
 @cocotb.test()
 async def reset_mid_traffic(dut):
     """Reset with frames in flight on every context: no output from before the reset comes
-    out after it, no register keeps a word of a key, every context answers err until it
-    gets a new key, and traffic after new keys is correct."""
+    out after it, no register keeps a word of a key or of a power of its hash subkey H,
+    every context answers err until it gets a new key, and traffic after new keys is
+    correct."""
     tb = GcmTB(dut, idle=0.2, stall=0.3)
     await tb.reset()
     lists, frames = random_traffic(frames_per_ctx=2, max_blocks=20, rekey=0)
     keys = [it[2] for lst in lists for it in lst if it[0] == "key"]
-    feeder = cocotb.start_soon(tb.feed(interleave(lists)))
+    powers = [p.to_bytes(16, "little") for k in keys for p in h_powers(k)]
+    feeder = cocotb.start_soon(tb.feed(interleave(lists + [nop_items(20)])))
     for _ in range(300):
         await RisingEdge(tb.clk)
     assert not tb.errors, tb.errors[:3]
     await ReadOnly()
     assert holders(dut, keys, ("i__", "key__")), "control: no register holds a key word before the reset"
+    assert holders(dut, powers), "control: no register holds a word of H before the reset"
     await RisingEdge(tb.clk)
     feeder.cancel()
     tb.key_src.clear()
@@ -354,13 +442,13 @@ async def reset_mid_traffic(dut):
         await RisingEdge(tb.clk)
     assert not tb.errors and not tb.sink.queue, f"output after reset: {tb.errors[:2]}"
     await ReadOnly()
-    left = holders(dut, keys, ("i__", "key__"))
-    assert not left, f"after reset these signals hold key words: {left[:5]}"
+    left = holders(dut, keys + powers, ("i__", "key__"))
+    assert not left, f"after reset these signals hold words of keys or of H^k: {left[:5]}"
     await RisingEdge(tb.clk)
     tb.results.clear()
     tb.errors.clear()
     iv = j0_block(random.randbytes(12))
-    await tb.run([("op", c, Op.IV, iv, 0, c) for c in range(CONTEXTS)])
+    await tb.run([("op", c, Op.IV, beat(iv), 0, c) for c in range(CONTEXTS)])
     assert all(g["err"] == 1 for _, g in tb.results), "a context worked after reset without a key"
     tb.results.clear()
     lists, frames = random_traffic(frames_per_ctx=1, max_blocks=6, rekey=0)
@@ -368,8 +456,19 @@ async def reset_mid_traffic(dut):
     check_openssl(tb, frames)
 
 
-def test_gcm_core():
-    """pytest entry: the cocotb regression of gcm_core on Verilator."""
+def h_powers(key: bytes):
+    """H, H², …, H^LANES of *key* (bus-lane ints): what the core keeps or derives per context."""
+    h = encrypt_int(le(key), 0)
+    out = [h]
+    while len(out) < LANES:
+        out.append(ghash_mul_bus(out[-1], h))
+    return out
+
+
+@pytest.mark.parametrize("design", ["gcm_core", "gcm_core_x4"])
+def test_gcm_core(design):
+    """pytest entry: the cocotb regression of gcm_core (lanes 1) and gcm_core_x4 (lanes 4)
+    on Verilator."""
     from tb.common.sim import run
 
-    run("gcm_core", "tb.gcm.test_gcm")
+    run(design, "tb.gcm.test_gcm")
