@@ -5,12 +5,14 @@ the parameters, so an unchanged design is not converted again.
 """
 import argparse
 import contextlib
+import os
 import fcntl
 import hashlib
 import json
 import re
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,14 +99,22 @@ def generate(name, params=None, out_dir=VERILOG_DIR, quiet=True):
     return path
 
 
+def _generate_one(name):
+    generate(name, quiet=False)
+    return name
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("names", nargs="*", help=f"designs (default: every existing one of {', '.join(DESIGNS)})")
+    parser.add_argument("names", nargs="*", help=f"designs (default: every one of {', '.join(DESIGNS)})")
+    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
+                        help="designs converted in parallel (default: one per core)")
     args = parser.parse_args()
     names = args.names or available()
-    for name in names:
-        generate(name, quiet=False)
-        print(f"{name}: {(VERILOG_DIR / f'{name}.v').relative_to(ROOT)}")
+    # conversions are single-threaded Python: one process per core
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for name in pool.map(_generate_one, names):
+            print(f"{name}: {(VERILOG_DIR / f'{name}.v').relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
