@@ -23,7 +23,7 @@ XDIST = $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile)
 ifneq ($(SEED),)
 export SEED
 endif
-# LANES4=1 adds the lanes-4 SXP and sxp_system regressions (two ≈ 15-minute builds)
+# LANES4=1 adds the lanes-4 sxp_system regression (a 10-15-minute build)
 ifneq ($(LANES4),)
 export LANES4
 endif

@@ -1054,13 +1054,7 @@ async def full_rate_both_directions(dut):
     assert not tb.model.exceptions, f"exceptions {tb.model.exceptions[:3]}"
 
 
-# The lanes-4 build (two 4-lane engines) costs ≈ 15 min of Verilator on two cores: it runs
-# when LANES4=1 (docs/line-rate.md), so that the default regression stays within CI's budget.
-LANES4 = pytest.mark.skipif(os.environ.get("LANES4", "0") in ("", "0"),
-                            reason="lanes-4 SXP build: set LANES4=1")
-
-
-@pytest.mark.parametrize("design", ["sxp", pytest.param("sxp_x4", marks=LANES4)])
+@pytest.mark.parametrize("design", ["sxp", "sxp_x4"])
 def test_sxp(design):
     """pytest entry: the cocotb regression of sxp (16 contexts) on Verilator, at lanes 1
     (``sxp``) and 4 (``sxp_x4``; the lanes come from the width of its ports)."""
