@@ -19,7 +19,7 @@ from hw.gpushield.layout import (Cause, ID_BITS, KERNEL_ID_BITS, KEY_BITS, RBT_E
 
 from .model import encrypt_id, pack_entry, t1_pointer, t2_pointer, t3_pointer, unpack_fields
 
-__all__ = ["SparseMemory", "Buffer", "Launch", "Violation", "Driver"]
+__all__ = ["SparseMemory", "Buffer", "Launch", "Violation", "Driver", "rbt_memory_process"]
 
 
 class SparseMemory:
@@ -184,3 +184,22 @@ class Driver:
             return None
         f = unpack_fields(log_layout(self.lanes), log_first)
         return Violation(log_count, f["tag"], Cause(f["cause"]), f["lane"], f["addr"])
+
+
+def rbt_memory_process(dut, mem):
+    """An Amaranth-simulator process that answers the BCU's ``mem_req`` RBT fetches from
+    *mem* (a :class:`SparseMemory`), in order, one answer at a time."""
+    async def memory(ctx):
+        pending = []
+        async for _, _, v, a, rv, rr in ctx.tick().sample(
+                dut.mem_req.valid, dut.mem_req.payload.addr, dut.mem_resp.valid, dut.mem_resp.ready):
+            ctx.set(dut.mem_req.ready, 1)
+            if rv and rr:
+                pending.pop(0)
+                ctx.set(dut.mem_resp.valid, 0)
+            if v:
+                pending.append(a)
+            if pending:
+                ctx.set(dut.mem_resp.valid, 1)
+                ctx.set(dut.mem_resp.payload.data, mem.read128(pending[0]))
+    return memory

@@ -12,7 +12,7 @@ from hw.csr import Access, Bridge, Field, Register, RegisterFile, RegisterMap, S
 from hw.gpushield import BCUCSR
 from hw.gpushield.csr import DOC, DOC_BEGIN, DOC_END, doc_table, register_map
 from hw.gpushield.layout import RESP, Cause
-from sw.gpushield.driver import Driver
+from sw.gpushield.driver import Driver, rbt_memory_process
 from sw.gpushield.model import BCUModel, WarpRequest, unpack_fields
 
 R, W, RW, W1C, WO = Access.R, Access.W, Access.RW, Access.W1C, Access.WO
@@ -228,25 +228,11 @@ def test_bcu_csr():
             if v and rdy:
                 got.append(unpack_fields(RESP, p))
 
-    async def memory(ctx):
-        pending = []
-        async for _, _, v, a, rv, rr in ctx.tick().sample(
-                dut.mem_req.valid, dut.mem_req.payload.addr, dut.mem_resp.valid, dut.mem_resp.ready):
-            ctx.set(dut.mem_req.ready, 1)
-            if rv and rr:
-                pending.pop(0)
-                ctx.set(dut.mem_resp.valid, 0)
-            if v:
-                pending.append(a)
-            if pending:
-                ctx.set(dut.mem_resp.valid, 1)
-                ctx.set(dut.mem_resp.payload.data, drv.mem.read128(pending[0]))
-
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.add_process(responses)
-    sim.add_process(memory)
+    sim.add_process(rbt_memory_process(dut, drv.mem))
     sim.run()
     assert [(g["tag"], g["ok"], g["cause"]) for g in got] == [
         (w.tag, int(w.ok), w.cause.value) for w in want]

@@ -10,7 +10,7 @@ from amaranth.sim import Simulator
 
 from hw.gpushield import BCU
 from hw.gpushield.layout import RESP
-from sw.gpushield.driver import Driver
+from sw.gpushield.driver import Driver, rbt_memory_process
 from sw.gpushield.model import BCUModel, WarpRequest, pointer, pointer_addr, unpack_fields
 
 
@@ -75,25 +75,11 @@ def test_lanes(lanes):
                 got.append(unpack_fields(RESP, p))
             ctx.set(dut.resp.ready, rng.random() < 0.7)
 
-    async def memory(ctx):
-        pending = []
-        async for _, _, v, a, rv, rr in ctx.tick().sample(
-                dut.mem_req.valid, dut.mem_req.payload.addr, dut.mem_resp.valid, dut.mem_resp.ready):
-            ctx.set(dut.mem_req.ready, 1)
-            if rv and rr:
-                pending.pop(0)
-                ctx.set(dut.mem_resp.valid, 0)
-            if v:
-                pending.append(a)
-            if pending:
-                ctx.set(dut.mem_resp.valid, 1)
-                ctx.set(dut.mem_resp.payload.data, drv.mem.read128(pending[0]))
-
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.add_process(responses)
-    sim.add_process(memory)
+    sim.add_process(rbt_memory_process(dut, drv.mem))
     sim.run()
     assert [(g["tag"], g["ok"], g["cause"]) for g in got] == [
         (w.tag, int(w.ok), w.cause.value) for w in want]
