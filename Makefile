@@ -7,6 +7,7 @@
 #   make waves TEST=<test>                  rerun one test with tracing, open GTKWave
 #   make synth [BLOCK=<design or block>]    Yosys area report (GE, µm² at 45 nm, gate levels)
 #   make bench [BLOCK=<block>]              every benchmark, one table, sim_build/reports/bench.json
+#   make formal [BLOCK=<block>] [PROPERTY=<name>]   formal properties (BMC / k-induction), sim_build/reports/formal.json
 
 PYTHON ?= python3
 VENV   := .venv
@@ -30,10 +31,10 @@ endif
 export PYTHONPATH := $(CURDIR)
 
 # BLOCK may name a block folder (aes, gcm, …) or a design (aes256, gcm_core, …); a block
-# that is software only (ccu) runs its tests in sw/<block>
-BLOCK_DIR = $(if $(BLOCK),$(or $(wildcard tb/$(BLOCK)),$(wildcard sw/$(BLOCK)),tb/$(shell $(PY) -c "from hw.designs import DESIGNS; print(DESIGNS['$(BLOCK)'].folder)" 2>/dev/null || echo $(BLOCK))),tb)
+# that is software only (ccu) runs its tests in sw/<block>; a name with no tests fails
+# (scripts/blocks.py)
 
-.PHONY: all sim test unit verilog contracts waves synth bench clean distclean venv
+.PHONY: all sim test unit verilog contracts waves synth bench formal clean distclean venv
 all: test
 
 venv: $(READY)
@@ -46,7 +47,9 @@ $(READY): pyproject.toml
 
 sim: $(READY)
 	@mkdir -p $(REPORTS)
-	$(PY) -m pytest $(BLOCK_DIR) $(XDIST) -v -s -p no:cacheprovider --junitxml=$(REPORTS)/sim.xml
+	@paths=$$($(PY) -m scripts.blocks $(BLOCK)) || exit 2; \
+	echo "$(PY) -m pytest $$paths $(XDIST) -v -s"; \
+	$(PY) -m pytest $$paths $(XDIST) -v -s -p no:cacheprovider --junitxml=$(REPORTS)/sim.xml
 
 unit: $(READY)
 	@mkdir -p $(REPORTS)
@@ -70,6 +73,9 @@ synth: $(READY)
 
 bench: $(READY)
 	$(PY) scripts/bench.py $(BLOCK)
+
+formal: $(READY)
+	$(PY) scripts/formal.py $(BLOCK) $(if $(PROPERTY),--property $(PROPERTY))
 
 clean:
 	rm -rf sim_build

@@ -132,3 +132,31 @@ def test_constant_only_processes_are_refused():
     check_processes("  always @*\n    x = y;\n")          # a real process
     with pytest.raises(ValueError, match="slot_beat"):
         check_processes("  always @*\n    slot_beat[211] = 1'h1;\n")
+
+
+def test_block_test_paths(tmp_path):
+    from scripts.blocks import test_paths
+    assert test_paths() == ["tb"]
+    assert test_paths("aes") == ["tb/aes"] and test_paths("aes256") == ["tb/aes"]
+    assert test_paths("ccu") == ["sw/ccu"]          # software only: its tests live in sw/
+    with pytest.raises(ValueError, match="no tests for BLOCK='nosuch'"):
+        test_paths("nosuch")
+    # a block folder with a bench but no test file is refused, not run empty
+    (tmp_path / "tb" / "lonely").mkdir(parents=True)
+    (tmp_path / "tb" / "lonely" / "bench_lonely.py").write_text("")
+    (tmp_path / "sw").mkdir()
+    with pytest.raises(ValueError, match="lonely"):
+        test_paths("lonely", root=tmp_path)
+
+
+def test_bcu_area_like_for_like():
+    from tb.gpushield.bench_gpushield import area_like_for_like, _dff_ge
+    assert _dff_ge() == pytest.approx(5.667)
+    # 8,000 bits in flip-flops of 5 GE (1 µm² per GE here) inside a 100,000 µm² unit
+    a = area_like_for_like(8000, 100_000.0, 5.0, um2_per_ge=1.0, sram_um2_per_bit=0.5)
+    assert a["units_per_gpu"] == round(14.2 * 1024 / 1000)
+    assert a["unit_storage_flip_flops_mm2"] == 0.04
+    assert a["unit_mm2_sram_estimate"] == pytest.approx(0.06 + 0.004)
+    assert a["gpu_mm2_flip_flops"] == pytest.approx(a["units_per_gpu"] * 0.1, abs=1e-3)
+    with pytest.raises(ValueError):
+        area_like_for_like(0, 1.0, 5.0)

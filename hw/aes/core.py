@@ -103,6 +103,9 @@ class AES256(wiring.Component):
     latency : int
         Cycles from an accepted ``i`` transfer to its ``o.valid`` while ``o.ready`` stays
         high (14: one round per stage).
+    flush_cycles : int
+        Cycles ``i.ready`` stays low after reset (counted from the first cycle with ``rst``
+        low) while zeros flush the pipeline: ``latency``, one per stage.
 
     The whole pipeline stalls when ``o`` holds a result that is not taken
     (``i.ready = ~o.valid | o.ready``). After reset ``i.ready`` stays low for ``latency``
@@ -112,14 +115,19 @@ class AES256(wiring.Component):
     reason a cycle without a transfer also feeds zeros, never the idle bus contents.
     """
 
-    def __init__(self, meta=None, lanes=1):
+    def __init__(self, meta=None, lanes=1, *, _formal_mutant=None):
         check_meta(meta)
         self.lanes = check_lanes(lanes)
+        # test-only seeded bug for formal/aes.py (never set in a design): "short_scrub"
+        # flushes one cycle too few after reset
+        if _formal_mutant not in (None, "short_scrub"):
+            raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         super().__init__({
             "i": In(stream.Signature(input_layout(meta, lanes))),
             "o": Out(stream.Signature(output_layout(meta, lanes))),
         })
         self.latency = ROUNDS
+        self.flush_cycles = ROUNDS      # the post-reset flush: one zero bubble per stage
         width = BLOCK_BITS * lanes
 
         # Pipeline registers, stage r = 1 .. ROUNDS (list index r - 1). The wide ones are
@@ -136,14 +144,18 @@ class AES256(wiring.Component):
             Signal(Shape.cast(meta).width, name=f"s{r}_meta", reset_less=True)
             for r in range(1, ROUNDS + 1)]
         # Cycles of post-reset flush still to run.
-        self._scrub = Signal(range(ROUNDS + 1), init=ROUNDS)
+        scrub = self.flush_cycles - 1 if _formal_mutant == "short_scrub" else self.flush_cycles
+        self._scrub = Signal(range(self.flush_cycles + 1), init=scrub)
+        # `_scrub != 0`, registered: the flush gate feeds the first S-box layer, so it must
+        # leave a flip-flop, not the counter's OR tree (25 gate levels at lanes 4 otherwise)
+        self._flushing = Signal(init=scrub != 0)
 
     def elaborate(self, platform):
         m = Module()
 
-        scrubbing = self._scrub != 0
+        scrubbing = self._flushing
         with m.If(scrubbing):
-            m.d.sync += self._scrub.eq(self._scrub - 1)
+            m.d.sync += [self._scrub.eq(self._scrub - 1), self._flushing.eq(self._scrub != 1)]
 
         # Global stall. During the flush o.valid is 0 (valid bits reset, and the flush
         # feeds bubbles), so every stage advances.

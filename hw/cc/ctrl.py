@@ -55,7 +55,7 @@ class CCCtrl(wiring.Component):
     ``ready``, ``fault`` Out, ``key`` Out (256, the key state), ``host`` and ``fw`` CSR
     buses, ``mem_req`` In / ``mem_resp`` Out streams."""
 
-    def __init__(self, depth=256, protected=None):
+    def __init__(self, depth=256, protected=None, *, _formal_mutant=None):
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2 or \
                 depth & (depth - 1) or depth > 1 << FW_ADDR_BITS:
             raise ValueError(f"depth must be a power of two in 2..2^{FW_ADDR_BITS}, not {depth!r}")
@@ -63,6 +63,13 @@ class CCCtrl(wiring.Component):
         if isinstance(protected, bool) or not isinstance(protected, int) or not 1 <= protected <= depth:
             raise ValueError(f"protected must be an int in 1..{depth}, not {protected!r}")
         self.depth, self.protected = depth, protected
+        # test-only seeded bug for formal/cc.py (never set in a design): "open_scratch0"
+        # lets the host reach SCRATCH0 in CC on
+        if _formal_mutant not in (None, "open_scratch0"):
+            raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
+        self._formal_mutant = _formal_mutant
+        # cycles `ready` stays low after the reset or FLR cycle: one memory word per cycle
+        self.scrub_cycles = depth
         self.addr_bits = (depth - 1).bit_length()
         self.regmap = register_map()
         super().__init__({
@@ -120,6 +127,8 @@ class CCCtrl(wiring.Component):
         may_r, may_w = Signal(), Signal()
         for r in self.regmap:
             perms = _perm(r.name)
+            if self._formal_mutant == "open_scratch0" and r.name == "SCRATCH0":
+                perms = ("rw", "rw", "rw", "-")
             rows_r = [i for i, p in enumerate(perms) if "r" in p]
             rows_w = [i for i, p in enumerate(perms) if "w" in p]
             hit = host.addr == r.addr

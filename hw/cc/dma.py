@@ -35,6 +35,12 @@ Datapath (one block per cycle; every box honours back-pressure)::
   until every earlier frame has left the engine, so ``status`` is in descriptor order.
 - Keys (``key`` stream, the trusted port) are installed only between frames with no
   frame in flight: a pending install stops the consumer from starting frames.
+- Reset scrub (a reset of ``cc_dma`` is the FLR: in a chip its ``rst`` is cc_ctrl's
+  ``rst | flr``): the key state — gcm_core's contexts, the IV counters, the key flags —
+  clears in the reset cycle; then a walk writes zero to every staging word, one per
+  cycle, :attr:`CCDma.scrub_cycles` = ``slots`` × ``frame_blocks`` cycles (256 at the
+  defaults), while ``desc`` and ``key`` are refused. The staging buffer is the one place
+  that holds decrypted plaintext of frames whose tag failed or was never checked.
 
 Timing (every path of the block's own logic ≤ 24 gate levels, ``make synth``; docs/cc.md):
 the descriptor checks are spread over :class:`DescCheck`'s two register stages (counts and
@@ -241,6 +247,9 @@ class CCDma(wiring.Component):
             raise ValueError(f"addr_bits must be an int in 8..48, not {addr_bits!r}")
         self.channels, self.frame_blocks, self.slots = channels, frame_blocks, slots
         self.addr_bits = addr_bits
+        # The reset scrub writes zero to one staging word per cycle: `desc` and `key` are
+        # refused for this many cycles after reset (from the first cycle with rst low).
+        self.scrub_cycles = slots * frame_blocks
         super().__init__({
             "desc": In(stream.Signature(desc_layout(addr_bits))),
             "status": Out(stream.Signature(status_layout)),
@@ -300,6 +309,7 @@ class CCDma(wiring.Component):
             tx_bump=Signal(), rx_bump=Signal(),     # the consumer starts a frame on ch
             rx_changed=Signal())                    # an rx_next is written at this edge
         m.d.comb += [cmd_q.w_data.eq(net.cmd_w), done_q.w_data.eq(net.done_w)]
+        self._scrub_engine(m, net)
         # A frame's info enters info_q through a holding register: the push decision (late:
         # the inbound IV verdict) then drives one register enable, not the FIFO's write
         # logic. info_q is read when the frame's IV leaves gcm_core, many cycles later.
@@ -323,10 +333,29 @@ class CCDma(wiring.Component):
         self._commit(m, net)
         return m
 
+    # ---- reset scrub: zero every staging word -------------------------------------------
+    def _scrub_engine(self, m, net):
+        """After reset (in a chip: ``rst | flr`` of cc_ctrl) the staging buffer may hold
+        decrypted plaintext of frames whose tag was never checked, or failed: a walk writes
+        zero to one word per cycle, ``scrub_cycles`` cycles, while ``desc`` and ``key`` are
+        refused (nothing can be in flight: reset emptied the pipeline). The key state
+        (gcm_core's contexts, the IV counters, the key flags) is cleared in the reset cycle
+        itself; the rest of the datapath registers have resets."""
+        words = self.slots * self.frame_blocks
+        net.scrubbing = Signal(init=1, name="scrubbing")
+        net.scrub_addr = Signal((words - 1).bit_length(), name="scrub_addr")
+        with m.If(net.scrubbing):
+            m.d.sync += net.scrub_addr.eq(increment(m, net.scrub_addr, "scrub_inc"))
+            with m.If(net.scrub_addr.all()):       # the last word (words is a power of two)
+                m.d.sync += net.scrubbing.eq(0)
+
     # ---- issuer: check the descriptor, issue its reads ---------------------------------
     def _issuer(self, m, net):
         m.submodules.desc_check = chk = DescCheck(self.channels, self.frame_blocks, self.addr_bits)
-        wiring.connect(m, wiring.flipped(self.desc), chk.i)
+        # no descriptor while the reset scrub runs
+        m.d.comb += [chk.i.valid.eq(self.desc.valid & ~net.scrubbing),
+                     chk.i.payload.eq(self.desc.payload),
+                     self.desc.ready.eq(chk.i.ready & ~net.scrubbing)]
         c = chk.o.payload
         d = c.desc
         out = d.dir == Dir.OUT
@@ -487,11 +516,12 @@ class CCDma(wiring.Component):
         """Keys only between frames, nothing in flight. Each channel's counters are written
         by one flat enable (install or the consumer's bump), not by nested conditions."""
         kp, gk = self.key.payload, net.gcm.key
+        key_ok = wire(m, net.key_ok & ~net.scrubbing, "key_open")  # no key while scrubbing
         m.d.comb += [
-            gk.valid.eq(self.key.valid & net.key_ok),
+            gk.valid.eq(self.key.valid & key_ok),
             gk.payload.ctx.eq(kp.ch),
             gk.payload.key.eq(kp.key),
-            self.key.ready.eq(gk.ready & net.key_ok),
+            self.key.ready.eq(gk.ready & key_ok),
         ]
         install = wire(m, self.key.valid & self.key.ready, "install")
         iv_spent = wire(m, kp.iv == CTR_LIMIT, "iv_spent")
@@ -528,10 +558,12 @@ class CCDma(wiring.Component):
                                                 init=[])
         net.staging_r = staging.read_port()
         st_w = staging.write_port()
+        # the reset scrub owns the write port while it runs (no frame is in flight then)
         m.d.comb += [
-            st_w.addr.eq(Cat(dcount[:fb_bits], info.slot[:slot_bits]) if fb_bits else info.slot),
-            st_w.data.eq(go_.block),
-            st_w.en.eq(o_take & ~out_dir & o_data),
+            st_w.addr.eq(Mux(net.scrubbing, net.scrub_addr,
+                             Cat(dcount[:fb_bits], info.slot[:slot_bits]) if fb_bits else info.slot)),
+            st_w.data.eq(Mux(net.scrubbing, 0, go_.block)),
+            st_w.en.eq(net.scrubbing | (o_take & ~out_dir & o_data)),
         ]
         oaddr_inc, dcount_inc = increment(m, waddr, "oaddr_inc"), increment(m, dcount, "dcount_inc")
         with m.If(o_take & (o_iv | o_data)):
@@ -575,8 +607,11 @@ class CCDma(wiring.Component):
         m.d.comb += net.commit_owns.eq(committing & (wk != done.len))
         c_wr_take = cv & self.wr.ready & net.commit_owns
         advance = ~cv | self.wr.ready
-        m.d.comb += st_r.addr.eq(Cat(ck[:fb_bits], done.slot[:slot_bits]) if fb_bits else done.slot)
-        m.d.comb += st_r.en.eq(0)
+        # while the scrub runs the read port re-reads word 0, zeroed in the scrub's first
+        # cycle: its data register (no reset) lets go of the last word it read
+        m.d.comb += st_r.addr.eq(Mux(net.scrubbing, 0,
+                                     Cat(ck[:fb_bits], done.slot[:slot_bits]) if fb_bits else done.slot))
+        m.d.comb += st_r.en.eq(net.scrubbing)
         ck_inc, wk_inc = increment(m, ck, "ck_inc"), increment(m, wk, "wk_inc")
         c_addr = wire(m, Mux(wk == 0, done.dst, caddr), "c_addr")
         caddr_inc = increment(m, c_addr, "caddr_inc")

@@ -44,21 +44,23 @@ class Bridge(wiring.Component):
 
     Besides the ``bus`` port it has, per register name: ``read[name]`` (the value to
     return, driven by whoever owns the storage) and ``write[name]`` (a one-cycle strobe: a
-    permitted write to that register, data in ``w_data``). ``denied`` pulses when a write
-    to a mapped register is refused by *write_allowed*.
+    permitted write to that register, data in ``w_data``). ``denied`` pulses when an access
+    to a mapped register is refused by *write_allowed* or *read_allowed*.
 
-    *write_allowed*, if given, is called once per register at elaboration as
-    ``write_allowed(register)`` and returns ``True``/``False`` or a 1-bit Amaranth value:
-    the per-port write-permission hook (e.g. ``~trusted`` on a host port).
+    *write_allowed* and *read_allowed*, if given, are called once per register at elaboration
+    as ``hook(register)`` and return ``True``/``False`` or a 1-bit Amaranth value: the
+    per-port permission hooks (e.g. ``~trusted`` on a host port). A refused write changes
+    nothing; a refused read returns zero.
     """
 
-    def __init__(self, regmap, write_allowed=None):
+    def __init__(self, regmap, write_allowed=None, read_allowed=None):
         if not isinstance(regmap, RegisterMap):
             raise TypeError(f"regmap must be a RegisterMap, not {regmap!r}")
-        if write_allowed is not None and not callable(write_allowed):
-            raise TypeError("write_allowed must be callable or None")
+        for name, hook in (("write_allowed", write_allowed), ("read_allowed", read_allowed)):
+            if hook is not None and not callable(hook):
+                raise TypeError(f"{name} must be callable or None")
         self.regmap = regmap
-        self._write_allowed = write_allowed
+        self._write_allowed, self._read_allowed = write_allowed, read_allowed
         super().__init__({"bus": In(Signature(regmap.addr_width, regmap.data_width))})
         self.read = {r.name: Signal(regmap.data_width, name=f"{r.name}_rd") for r in regmap}
         self.write = {r.name: Signal(name=f"{r.name}_wr") for r in regmap}
@@ -74,15 +76,24 @@ class Bridge(wiring.Component):
         for r in self.regmap:
             hit = Signal(name=f"{r.name}_sel")
             m.d.comb += hit.eq(bus.addr == r.addr)
-            allowed = True if self._write_allowed is None else self._write_allowed(r)
-            allowed = Value.cast(allowed) if not isinstance(allowed, bool) else Const(int(allowed), 1)
+            allowed = _permission(self._write_allowed, r)
             m.d.comb += self.write[r.name].eq(bus.w_stb & hit & allowed)
             denied.append(bus.w_stb & hit & ~allowed)
-            read = read | (self.read[r.name] & hit.replicate(self.regmap.data_width))
+            select = hit
+            if self._read_allowed is not None:
+                readable = _permission(self._read_allowed, r)
+                denied.append(bus.r_stb & hit & ~readable)
+                select = hit & readable
+            read = read | (self.read[r.name] & select.replicate(self.regmap.data_width))
         m.d.comb += self.denied.eq(Cat(denied).any())
         with m.If(bus.r_stb):
             m.d.sync += bus.r_data.eq(read)
         return m
+
+
+def _permission(hook, register):
+    allowed = True if hook is None else hook(register)
+    return Const(int(allowed), 1) if isinstance(allowed, bool) else Value.cast(allowed)
 
 
 class FieldPort:
@@ -114,32 +125,36 @@ class RegisterFile(wiring.Component):
     ports : sequence of str
         Names of the CSR ports (each an ``In(Signature)`` member of this component). When
         two ports write the same register in the same cycle, the one listed first wins.
-    write_allowed : dict {port: hook} or None
-        Per-port write-permission hooks, called at elaboration as
-        ``hook(register_file, register)`` and returning a bool or a 1-bit value.
+    write_allowed, read_allowed : dict {port: hook} or None
+        Per-port write and read permission hooks, called at elaboration as
+        ``hook(register_file, register)`` and returning a bool or a 1-bit value. A refused
+        write changes nothing, a refused read returns zero; both pulse the bridge's
+        ``denied``.
 
     ``rf["REG"]["field"]`` (or ``rf.field("REG", "field")``) is the field's
     :class:`FieldPort`; ``rf.bridges[port]`` the port's bridge (e.g. its ``denied`` pulse).
     """
 
-    def __init__(self, regmap, ports=("bus",), write_allowed=None):
+    def __init__(self, regmap, ports=("bus",), write_allowed=None, read_allowed=None):
         if not isinstance(regmap, RegisterMap):
             raise TypeError(f"regmap must be a RegisterMap, not {regmap!r}")
         ports = list(ports)
         if not ports or len(set(ports)) != len(ports) or not all(isinstance(p, str) and p.isidentifier()
                                                                   for p in ports):
             raise ValueError(f"ports must be distinct identifiers, not {ports!r}")
-        write_allowed = dict(write_allowed or {})
-        if set(write_allowed) - set(ports):
-            raise ValueError(f"write_allowed names unknown ports {set(write_allowed) - set(ports)}")
+        hooks = {}
+        for name, given in (("write_allowed", write_allowed), ("read_allowed", read_allowed)):
+            hooks[name] = dict(given or {})
+            if set(hooks[name]) - set(ports):
+                raise ValueError(f"{name} names unknown ports {set(hooks[name]) - set(ports)}")
         self.regmap, self.ports = regmap, ports
         super().__init__({p: In(Signature(regmap.addr_width, regmap.data_width)) for p in ports})
         self._fields = {r.name: {f.name: FieldPort(r, f) for f in r.fields} for r in regmap}
-        self.bridges = {}
-        for p in ports:
-            hook = write_allowed.get(p)
-            self.bridges[p] = Bridge(regmap, None if hook is None else
-                                     (lambda reg, hook=hook: hook(self, reg)))
+
+        def bind(hook):
+            return None if hook is None else (lambda reg: hook(self, reg))
+        self.bridges = {p: Bridge(regmap, **{name: bind(h.get(p)) for name, h in hooks.items()})
+                        for p in ports}
 
     def __getitem__(self, register):
         return self._fields[register]

@@ -161,8 +161,13 @@ class GcmCore(wiring.Component):
     depth of the GHASH multipliers (area against logic depth).
     """
 
-    def __init__(self, contexts=16, lanes=1, *, karatsuba=4):
+    def __init__(self, contexts=16, lanes=1, *, karatsuba=4, _formal_mutant=None):
         self.contexts = check_contexts(contexts)
+        # test-only seeded bugs for formal/ (never set in a design): the reset leaves the
+        # contexts' "keep_h" H or "keep_key" key unscrubbed
+        if _formal_mutant not in (None, "keep_h", "keep_key"):
+            raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
+        self._formal_mutant = _formal_mutant
         self.lanes = check_lanes(lanes)
         if isinstance(karatsuba, bool) or not isinstance(karatsuba, int) or \
                 not 0 <= karatsuba <= 5:
@@ -175,6 +180,9 @@ class GcmCore(wiring.Component):
         })
         self._aes = AES256(meta=meta_layout(lanes), lanes=lanes)
         self.latency = self._aes.latency + 3
+        # cycles i.ready / key.ready stay low after reset (from the first cycle with rst
+        # low): the AES's flush; the contexts are zeroed in the reset cycle itself
+        self.flush_cycles = self._aes.flush_cycles
         self._beat_bits = CTR_BITS - (lanes.bit_length() - 1)   # beat index: 32 - log2 L
 
         # Per-context state (attributes so that testbenches can check the reset scrub):
@@ -302,7 +310,10 @@ class GcmCore(wiring.Component):
                 m.d.sync += self._c_beat[c].eq(beat_wd)
             with m.If(nonce_we & (rst | (ictx == c))):
                 m.d.sync += self._c_nonce[c].eq(nonce_wd)
-            with m.If(rst | (key_take & (kp.ctx == c))):
+            key_we = rst | (key_take & (kp.ctx == c))
+            if self._formal_mutant == "keep_key":
+                key_we = key_take & (kp.ctx == c) & ~rst
+            with m.If(key_we):
                 m.d.sync += self._c_key[c].eq(key_wd)
             with m.If(key_take):
                 with m.If(kp.ctx == c):
@@ -439,7 +450,10 @@ class GcmCore(wiring.Component):
             hit = rst | (p.ctx == c)
             with m.If(hit & (rst | self._fold_x_we)):
                 m.d.sync += self._c_x[c].eq(x_wd)
-            with m.If(hit & (rst | self._fold_h_we)):
+            h_we = hit & (rst | self._fold_h_we)
+            if self._formal_mutant == "keep_h":
+                h_we = (p.ctx == c) & self._fold_h_we & ~rst
+            with m.If(h_we):
                 m.d.sync += self._c_h[c].eq(Mux(rst, 0, pw[0]))
                 if self._c_h3:
                     m.d.sync += self._c_h3[c].eq(Mux(rst, 0, prods[last]))

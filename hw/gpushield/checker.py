@@ -25,8 +25,13 @@ class Checker(wiring.Component):
     """Micro-ops with their entry in (``check_layout``), one answer per request out
     (``log_layout``: tag, cause, and the lane and address to log when it fails)."""
 
-    def __init__(self, lanes=32):
+    def __init__(self, lanes=32, *, _formal_mutant=None):
         self.lanes = check_lanes(lanes)
+        # test-only seeded bug for formal/gpushield.py (never set in a design):
+        # "ignore_size" ends a group's access at its last lane's first byte
+        if _formal_mutant not in (None, "ignore_size"):
+            raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
+        self._formal_mutant = _formal_mutant
         lb = lane_bits(lanes)
         self._c2 = data.StructLayout({
             "lookup": 1, "cause": Cause, "valid": 1, "kernel_ok": 1, "read_only": 1,
@@ -51,7 +56,8 @@ class Checker(wiring.Component):
         entry = c1.entry
         m.d.comb += [
             c2_in.limit.eq(add(m, entry.base, entry.size, VA_BITS + 1, "limit")),
-            c2_in.end.eq(add_small(m, c1.hi, (Const(1, 4) << c1.size_log2)[:4], "end")),
+            c2_in.end.eq(add_small(m, c1.hi, Const(1, 4) if self._formal_mutant == "ignore_size"
+                                   else (Const(1, 4) << c1.size_log2)[:4], "end")),
             c2_in.under.eq(c1.lo < entry.base),
             c2_in.valid.eq(entry.valid),
             c2_in.kernel_ok.eq(entry.kernel_ok),

@@ -78,8 +78,12 @@ class BCU(wiring.Component):
         Type 2 lookups answered by L1, by L2, from memory, since reset (wrapping).
     """
 
-    def __init__(self, lanes=32):
+    def __init__(self, lanes=32, *, _formal_mutant=None):
         self.lanes = check_lanes(lanes)
+        self._formal_mutant = _formal_mutant    # test-only: the Checker's (formal/gpushield.py)
+        # cycles `req.ready` stays low after reset (from the first cycle with rst low) while
+        # the engine zeroes the L2 RCache entries, one per cycle
+        self.scrub_cycles = L2_ENTRIES
         super().__init__({
             "req": In(stream.Signature(req_layout(lanes))),
             "resp": Out(stream.Signature(RESP)),
@@ -109,8 +113,11 @@ class BCU(wiring.Component):
         m = Module()
         m.submodules.front = front = Front(self.lanes)
         m.submodules.engine = engine = Engine(self.lanes)
-        m.submodules.checker = checker = Checker(self.lanes)
-        wiring.connect(m, wiring.flipped(self.req), front.req)
+        m.submodules.checker = checker = Checker(self.lanes, _formal_mutant=self._formal_mutant)
+        # no request while the engine zeroes its L2 entries after reset (scrub_cycles)
+        m.d.comb += [front.req.valid.eq(self.req.valid & ~engine.scrubbing),
+                     front.req.payload.eq(self.req.payload),
+                     self.req.ready.eq(front.req.ready & ~engine.scrubbing)]
         wiring.connect(m, front.o, engine.i)
         wiring.connect(m, engine.o, checker.i)
         wiring.connect(m, engine.mem_req, wiring.flipped(self.mem_req))

@@ -8,6 +8,12 @@ an L1 miss compares the 64 L2 tags in the next cycle (reading the hit word from 
 (4 cycles + the memory turnaround), filling L2 (FIFO) and L1 (tree pseudo-LRU, an invalid
 way first) as it leaves.
 
+Reset scrub: the L1 RCache, the L2 tags and valid bits are registers with resets; the L2
+entries are a memory, which a walk zeroes after reset, one entry per cycle
+(:data:`L2_ENTRIES` cycles, ``scrubbing`` high meanwhile: the BCU refuses requests), so no
+cached bound of the last kernel survives a reset. The L2 read port's data register re-reads
+entry 0 (zeroed in the walk's first cycle) meanwhile, so it lets go of the last entry read.
+
 The RCaches are tagged with the encrypted id (a bijection of the id under the launch key,
 and a launch flushes both), so the cipher is off the hit path. The id still has to be
 decrypted for a fetch: the front ran rounds 3..1, round 0 runs in the micro-op's first
@@ -66,6 +72,8 @@ class Engine(wiring.Component):
 
     ``l1_hits``, ``l2_hits``, ``misses`` count lookups since reset (wrapping); ``launch``
     flushes both RCaches, and a micro-op accepted before it does not fill them.
+    ``scrubbing`` is high for the :data:`L2_ENTRIES` cycles after reset in which the L2
+    entries are zeroed (the owner must send nothing meanwhile; the BCU refuses requests).
     """
 
     def __init__(self, lanes=32):
@@ -82,6 +90,7 @@ class Engine(wiring.Component):
             "l1_hits": Out(COUNTER_BITS),
             "l2_hits": Out(COUNTER_BITS),
             "misses": Out(COUNTER_BITS),
+            "scrubbing": Out(1),
         })
 
     def elaborate(self, platform):
@@ -106,7 +115,7 @@ class Engine(wiring.Component):
         entry = Mux(at[_State.L2_DATA], l2.rd.data.as_value(),
                     Mux(at[_State.FETCHED], fetched.as_value(), l1.entry))
         m.d.comb += [
-            l2.rd.en.eq(at[_State.L2_TAG]),
+            l2.rd.en.eq(at[_State.L2_TAG] | self.scrubbing),    # (scrubbing: entry 0, see top)
             self.o.valid.eq(valid & ((at[_State.LOOKUP] & (~op.lookup | l1.hit)) |
                                      at[_State.L2_DATA] | at[_State.FETCHED])),
             self.o.payload.entry.eq(entry),
@@ -180,7 +189,18 @@ class Engine(wiring.Component):
             for w in range(L1_ENTRIES):
                 with m.If(victim == w):
                     m.d.sync += [l1.valid[w].eq(1), l1.tag[w].eq(eid), l1.data[w].eq(new_entry)]
-        m.d.comb += [l2.wr.en.eq(fill_l2), l2.wr.addr.eq(l2.ptr), l2.wr.data.eq(fetched)]
+        # the reset scrub owns the write port while it runs (no micro-op is in E then)
+        scrubbing = Signal(init=1, name="l2_scrubbing")
+        scrub_ptr = Signal(range(L2_ENTRIES), name="l2_scrub_ptr")
+        with m.If(scrubbing):
+            m.d.sync += scrub_ptr.eq(increment(m, scrub_ptr, "l2_scrub_inc"))
+            with m.If(scrub_ptr == L2_ENTRIES - 1):
+                m.d.sync += scrubbing.eq(0)
+        m.d.comb += [l2.wr.en.eq(fill_l2 | scrubbing),
+                     l2.wr.addr.eq(Mux(scrubbing, scrub_ptr, l2.ptr)),
+                     l2.wr.data.eq(Mux(scrubbing, 0, fetched.as_value())),
+                     self.scrubbing.eq(scrubbing)]
+        self._scrubbing = scrubbing
         with m.If(fill_l2):
             m.d.sync += [l2.valid.bit_select(l2.ptr, 1).eq(1), l2.ptr.eq(l2.ptr + 1)]
             for i in range(L2_ENTRIES):

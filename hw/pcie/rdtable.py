@@ -61,6 +61,7 @@ from amaranth.lib import enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hw.common import increment
 from hw.sxp.packet import Header, Kind, beat_layout
 
 from .layout import (COUNTER_BITS, TAG_BITS, TIMEOUT_BITS, TIMEOUT_STEPS, Cause, check_params,
@@ -177,6 +178,7 @@ class PcieReadTable(wiring.Component):
             "outstanding": Out(range(entries + 1)),
         })
         self.req_latency = 1   # req_i → req_o, cycles, output ready
+        self.scrub_cycles = self.params.entries   # req_i refused after reset: rows zeroed
         self.cpl_latency = 2   # cpl_i → cpl_o (the check register, then the output register)
 
     # ---- requests ------------------------------------------------------------------
@@ -185,10 +187,11 @@ class PcieReadTable(wiring.Component):
         p = self.params
         free_any, free_oh, free_idx = _lowest(m, ~t.valid, "free")
         t.req_take = _wire(m, self.req_i.valid & self.req_i.ready, "req_take")
-        m.d.comb += self.req_i.ready.eq(free_any & (~self.req_o.valid | self.req_o.ready))
+        m.d.comb += self.req_i.ready.eq(free_any & (~self.req_o.valid | self.req_o.ready) &
+                                        ~t.scrubbing)
         t.alloc_oh = _wire(m, Mux(t.req_take, free_oh, 0), "alloc_oh")
         # req_o.valid low at the edge means the register is free; each load is one allocation
-        req_hdr = Signal(Header, name="req_hdr", reset_less=True)
+        req_hdr = Signal(Header, name="req_hdr")    # reset: the last request's address
         m.d.sync += self.req_o.valid.eq(t.req_take | (self.req_o.valid & ~self.req_o.ready))
         with m.If(t.req_take):
             m.d.sync += [req_hdr.eq(self.req_i.payload.hdr), req_hdr.tag.eq(free_idx)]
@@ -200,13 +203,16 @@ class PcieReadTable(wiring.Component):
         m.d.sync += t.fresh.eq(t.req_take)
         t.fresh_tag = req_hdr.tag
         gb = p.granule_bits
+        # while the reset scrub runs (no request is taken) it owns these write ports
+        scrub, row = t.scrubbing, t.scrub_row
         m.d.comb += [
-            t.st_w.addr.eq(req_hdr.tag), t.st_w.en.eq(t.fresh),
-            t.st_w.data.tile.eq(req_hdr.tile), t.st_w.data.key_index.eq(req_hdr.key_index),
-            t.st_w.data.aes.eq(req_hdr.aes),
-            t.dy_alloc.addr.eq(req_hdr.tag), t.dy_alloc.en.eq(t.fresh),
-            t.dy_alloc.data.next.eq(req_hdr.addr[gb:]),
-            t.dy_alloc.data.left.eq(req_hdr.length[gb:]),
+            t.st_w.addr.eq(Mux(scrub, row, req_hdr.tag)), t.st_w.en.eq(t.fresh | scrub),
+            t.st_w.data.tile.eq(Mux(scrub, 0, req_hdr.tile)),
+            t.st_w.data.key_index.eq(Mux(scrub, 0, req_hdr.key_index)),
+            t.st_w.data.aes.eq(req_hdr.aes & ~scrub),
+            t.dy_alloc.addr.eq(Mux(scrub, row, req_hdr.tag)), t.dy_alloc.en.eq(t.fresh | scrub),
+            t.dy_alloc.data.next.eq(Mux(scrub, 0, req_hdr.addr[gb:])),
+            t.dy_alloc.data.left.eq(Mux(scrub, 0, req_hdr.length[gb:])),
         ]
 
     # ---- completions: check register, lookup, checks -------------------------------
@@ -250,12 +256,12 @@ class PcieReadTable(wiring.Component):
     def _check_register(self, m, t):
         """cpl_i → ``held``: the beat the checks and the state machine see next cycle."""
         p = self.params
-        t.held = Signal(beat_layout(p.lanes), name="cpl_held", reset_less=True)
+        t.held = Signal(beat_layout(p.lanes), name="cpl_held")     # reset: address, tile
         t.held_valid = Signal(name="cpl_held_valid")
         # from the header alone, computed as the beat enters: the malformed check, and the
         # entry's next address if the beat is a good first beat (address + length)
         t.malformed = Signal(name="cpl_malformed", reset_less=True)
-        t.end = Signal(Header["addr"].width - p.granule_bits, name="cpl_end", reset_less=True)
+        t.end = Signal(Header["addr"].width - p.granule_bits, name="cpl_end")
         t.advance = _wire(m, ~self.cpl_o.valid | self.cpl_o.ready, "advance")
         t.held_ready = _wire(m, Mux(t.state == _State.DROP, 1,
                                     Mux(t.state == _State.PAD, 0, t.advance)), "held_ready")
@@ -276,7 +282,7 @@ class PcieReadTable(wiring.Component):
         p = self.params
         beat, take = t.held, t.held_take
         left = Signal(range(p.beats(p.max_payload)), name="beats_left")   # after this one
-        out = Signal(beat_layout(p.lanes), name="cpl_q", reset_less=True)  # cpl_o payload
+        out = Signal(beat_layout(p.lanes), name="cpl_q")   # cpl_o payload (reset: as held)
         new_hdr = Signal(Header, name="cpl_hdr")
         m.d.comb += [
             new_hdr.kind.eq(Kind.READ_CPL), new_hdr.tile.eq(t.st_r.data.tile),
@@ -346,6 +352,19 @@ class PcieReadTable(wiring.Component):
             m.d.sync += [self.err_count.eq(_sat_inc(self.err_count)),
                          self.err_tag.eq(t.ev_tag), self.err_cause.eq(t.ev_cause)]
 
+    # ---- reset scrub -----------------------------------------------------------------------
+    def _scrub(self, m, t):
+        """After reset a walk writes zero to one row of both table memories per cycle
+        (``scrub_cycles`` = ``entries`` cycles), ``req_i`` refused meanwhile: no address,
+        length, tile or key context of a read from before the reset stays in the table."""
+        n = self.params.entries
+        t.scrubbing = Signal(init=1, name="scrubbing")
+        t.scrub_row = Signal(range(n), name="scrub_row")
+        with m.If(t.scrubbing):
+            m.d.sync += t.scrub_row.eq(increment(m, t.scrub_row, "scrub_inc"))
+            with m.If(t.scrub_row == n - 1):
+                m.d.sync += t.scrubbing.eq(0)
+
     # ---- completion timeout --------------------------------------------------------------
     def _timer(self, m, t):
         """``t.tick``: one cycle after the tick counter hits its period.
@@ -386,6 +405,7 @@ class PcieReadTable(wiring.Component):
         t.dy_alloc, dy_cpl = dynamic.write_port(), dynamic.write_port()
         t.dy_r = dynamic.read_port(domain="comb")
         t.state = Signal(_State, name="state")
+        self._scrub(m, t)
 
         self._requests(m, t)
         self._check_register(m, t)

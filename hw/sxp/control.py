@@ -24,7 +24,12 @@ class KeyStager(wiring.Component):
     when both engines have taken it; ``busy`` meanwhile (a commit while busy is ignored).
     Every register here resets to zero: no key survives a reset."""
 
-    def __init__(self, contexts):
+    def __init__(self, contexts, *, _formal_mutant=None):
+        # test-only seeded bugs for formal/sxp.py (never set in a design): "keep_held" (the
+        # holding register has no reset), "leak" (a staged key bit shows in ``busy``)
+        if _formal_mutant not in (None, "keep_held", "leak"):
+            raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
+        self._formal_mutant = _formal_mutant
         super().__init__({
             "word_stb": In(KEY_WORDS),
             "word_data": In(data.ArrayLayout(WORD_BITS, KEY_WORDS)),
@@ -36,7 +41,7 @@ class KeyStager(wiring.Component):
         })
         # attributes so that testbenches can check the reset scrub
         self.stage = [Signal(WORD_BITS, name=f"key_stage{k}") for k in range(KEY_WORDS)]
-        self.held = Signal(KEY_BITS, name="key_held")
+        self.held = Signal(KEY_BITS, name="key_held", reset_less=_formal_mutant == "keep_held")
 
     def elaborate(self, platform):
         m = Module()
@@ -53,7 +58,10 @@ class KeyStager(wiring.Component):
         m.d.sync += [pend_w.eq(left_w), pend_r.eq(left_r)]
         with m.If((pend_w | pend_r) & ~left_w & ~left_r):
             m.d.sync += [self.held.eq(0), ctx.eq(0)]
-        m.d.comb += self.busy.eq(pend_w | pend_r)
+        busy = pend_w | pend_r
+        if self._formal_mutant == "leak":
+            busy = busy | self.stage[0][0]
+        m.d.comb += self.busy.eq(busy)
         with m.If(self.commit_stb & ~self.busy):
             m.d.sync += [pend_w.eq(1), pend_r.eq(1), self.held.eq(Cat(*self.stage)),
                          ctx.eq(self.commit_ctx)]
@@ -79,7 +87,12 @@ class TrustGate(wiring.Component):
     change the configuration between the request and the decision; it falls again only if
     trust is refused."""
 
-    def __init__(self, contexts):
+    def __init__(self, contexts, *, _formal_mutant=None):
+        # test-only seeded bug for formal/sxp.py (never set in a design): "unlock" (``locked``
+        # forgets ``trusted``: the host port opens again after the decision)
+        if _formal_mutant not in (None, "unlock"):
+            raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
+        self._formal_mutant = _formal_mutant
         self.contexts = contexts
         super().__init__({
             "kphysmap": In(data.ArrayLayout(REGION_BITS, contexts)),
@@ -122,8 +135,10 @@ class TrustGate(wiring.Component):
         decide = pending[2]
         with m.If(decide & cfg_ok):
             m.d.sync += self.trusted.eq(1)
-        m.d.comb += [self.refused.eq(decide & ~cfg_ok),
-                     self.locked.eq(self.trusted | pending.any())]
+        locked = self.trusted | pending.any()
+        if self._formal_mutant == "unlock":
+            locked = pending.any()
+        m.d.comb += [self.refused.eq(decide & ~cfg_ok), self.locked.eq(locked)]
         return m
 
 

@@ -95,7 +95,9 @@ class SXP(wiring.Component):
         # registers
         m.submodules.regs = regs = csr.RegisterFile(
             self.regmap, ports=("ccu", "host"),
-            write_allowed={"host": lambda rf, reg: ~trust.locked})
+            # trusted mode: from the request on the host can neither change nor read anything
+            write_allowed={"host": lambda rf, reg: ~trust.locked},
+            read_allowed={"host": lambda rf, reg: ~trust.locked})
         wiring.connect(m, wiring.flipped(self.ccu), regs.ccu)
         wiring.connect(m, wiring.flipped(self.host), regs.host)
         for i in range(XBCTX_ENTRIES):

@@ -60,12 +60,15 @@ def register_map(contexts=MAX_CONTEXTS):
         Register(0x000, "CTRL", "Control", [
             Field("trust", 1, W, desc="write 1: enter trusted mode if the configuration is "
                   "consistent (regions disjoint, KPHYSMAP 1:1), else exception CONFIG; "
-                  "only a reset leaves trusted mode"),
+                  "only a reset leaves trusted mode. While the request is checked and in trusted "
+                  "mode the host port is locked: its writes change nothing, its reads return "
+                  "zero"),
         ]),
         Register(0x004, "STATUS", "Exception status and mode", [
             Field("exc", 1, W1C, desc="a security exception is latched (drives `irq`); "
                   "write 1 to clear"),
-            Field("trusted", 1, R, desc="trusted mode: host writes are refused"),
+            Field("trusted", 1, R, desc="trusted mode: host writes are refused and host reads "
+                  "return zero (the CCU port reads this bit)"),
             Field("key_busy", 1, R, desc="a committed key is on its way into the engine"),
             Field("cause", 4, R, offset=4, desc=f"cause of the latched exception ({causes})"),
         ]),
@@ -79,8 +82,9 @@ def register_map(contexts=MAX_CONTEXTS):
         Register(0x010, "EXC_COUNT", "Security exceptions since reset", [
             Field("count", 32, R, desc="every exception, latched or not (wrapping)"),
         ]),
-        Register(0x014, "DENIED", "Refused host writes since reset", [
-            Field("count", 32, R, desc="host-port writes refused in trusted mode (wrapping)"),
+        Register(0x014, "DENIED", "Refused host accesses since reset", [
+            Field("count", 32, R, desc="host-port writes and reads of a register refused in "
+                  "trusted mode, from the trust request on (wrapping)"),
         ]),
         Register(0x018, "RD_BUSY", "Physical contexts with an aes read outstanding", [
             Field("ctx", contexts, R, desc="bit c: a read on context c awaits its `cc` "

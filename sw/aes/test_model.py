@@ -63,3 +63,50 @@ def test_bus_lane_order():
 def test_rejects_bad_sizes(key, block):
     with pytest.raises(ValueError):
         encrypt_block(key, block)
+
+
+def _inv_mix_column(col):
+    def mul(a, b):
+        p = 0
+        while b:
+            if b & 1:
+                p ^= a
+            a, b = ((a << 1) ^ 0x1B) & 0xFF if a & 0x80 else a << 1, b >> 1
+        return p
+    a0, a1, a2, a3 = col
+    return [mul(a0, 14) ^ mul(a1, 11) ^ mul(a2, 13) ^ mul(a3, 9),
+            mul(a0, 9) ^ mul(a1, 14) ^ mul(a2, 11) ^ mul(a3, 13),
+            mul(a0, 13) ^ mul(a1, 9) ^ mul(a2, 14) ^ mul(a3, 11),
+            mul(a0, 11) ^ mul(a1, 13) ^ mul(a2, 9) ^ mul(a3, 14)]
+
+
+def _decrypt_with(round_keys, block):
+    """FIPS-197 §5.3 InvCipher with the given round keys (written here, not in the model)."""
+    from sw.aes import INV_SBOX
+
+    state = [b ^ k for b, k in zip(block, round_keys[14])]
+    for rnd in range(13, -1, -1):
+        # InvShiftRows: row r moves right by r columns; then InvSubBytes
+        state = [state[4 * ((c - r) % 4) + r] for c in range(4) for r in range(4)]
+        state = [INV_SBOX[b] for b in state]
+        state = [b ^ k for b, k in zip(state, round_keys[rnd])]
+        if rnd:
+            state = sum((_inv_mix_column(state[4 * c:4 * c + 4]) for c in range(4)), [])
+    return bytes(state)
+
+
+def test_key_schedule_round_trip_against_openssl():
+    """Every one of the 15 round keys of expand_key (the words the reset-scrub scans look
+    for, tb/common/scrub.py) is right: the inverse cipher written above, run with them in
+    reverse order, takes OpenSSL's ciphertext back to the plaintext, and a one-bit error in
+    any expanded round key (2..14; 0 and 1 are the key itself) breaks that."""
+    rng = random.Random(13)
+    for _ in range(200):
+        key, block = rng.randbytes(32), rng.randbytes(16)
+        rk = expand_key(key)
+        assert len(rk) == 15 and rk[0] + rk[1] == key
+        assert _decrypt_with(rk, openssl(key, block)) == block, key.hex()
+        wrong = list(rk)
+        r = rng.randrange(2, 15)
+        wrong[r] = bytes([wrong[r][0] ^ 1]) + wrong[r][1:]
+        assert _decrypt_with(wrong, openssl(key, block)) != block

@@ -55,7 +55,8 @@ from hw.gcm.layout import BLOCK_BITS, CTX_BITS, KEY_BITS, Op, check_contexts, ch
 from sw.aes.model import encrypt_int
 
 __all__ = ["GcmCoreModel", "Op", "gf128_mul", "ghash_mul_bus", "j0_block", "len_block",
-           "counter_block", "J0_TAIL", "split_beat", "join_beat", "frame_beats"]
+           "counter_block", "J0_TAIL", "split_beat", "join_beat", "frame_beats", "h_powers",
+           "FrameSecrets", "frame_secrets"]
 
 BLOCK_MASK = (1 << BLOCK_BITS) - 1
 KEY_MASK = (1 << KEY_BITS) - 1
@@ -129,6 +130,48 @@ def frame_beats(nonce, blocks, lanes, mac=0):
     beats = [join_beat(seq[i:i + lanes]) for i in range(0, len(seq), lanes)]
     ops = [Op.IV] + [Op.DATA] * (len(beats) - 2) + [Op.MAC]
     return list(zip(ops, beats))
+
+
+def h_powers(key, count):
+    """[H, H², …, H^count] of the 256-bit bus-lane *key* (H = E_K(0¹²⁸)), bus-lane ints: the
+    powers a core of ``lanes`` = count keeps or derives per context."""
+    h = encrypt_int(key, 0)
+    out = [h]
+    while len(out) < count:
+        out.append(ghash_mul_bus(out[-1], h))
+    return out
+
+
+@dataclass
+class FrameSecrets:
+    """What one frame derives from its key, as bus-lane ints (:func:`frame_secrets`)."""
+    h: int              # the hash subkey E_K(0¹²⁸)
+    ek0: int            # E_K(J0): the tag mask
+    x: list             # the partial hash after the IV (0) and after each data block
+    s: int              # GHASH of the whole frame (after the length block): tag = S ⊕ E_K(J0)
+    tag: int
+
+
+def frame_secrets(key, nonce, blocks, decrypt=False):
+    """The secrets a frame under *key* (256-bit bus-lane int) with the 12-byte *nonce* and
+    the data *blocks* (bus-lane ints: the plaintext for ``decrypt`` = False, the ciphertext
+    for True) leaves in an engine, computed by running the frame through
+    :class:`GcmCoreModel` (one context, one block per beat) and reading the context's
+    partial hash after every beat. A core of ``lanes`` = L holds the partial hash only
+    after every L blocks: a subset of :attr:`FrameSecrets.x`."""
+    model = GcmCoreModel(contexts=1, lanes=1)
+    model.install_key(0, key)
+    ctx = model._ctx[0]
+    model.step(j0_block(nonce), 0, Op.IV, decrypt)
+    x = [ctx.x]
+    for b in blocks:
+        model.step(b, 0, Op.DATA, decrypt)
+        x.append(ctx.x)
+    s = ghash_mul_bus(ctx.x ^ len_block(len(blocks)), ctx.h)
+    ek0 = encrypt_int(key, j0_block(nonce))
+    tag, _, err = model.step(0, 0, Op.MAC, decrypt)
+    assert not err and tag == s ^ ek0
+    return FrameSecrets(h=ctx.h, ek0=ek0, x=x, s=s, tag=tag)
 
 
 @dataclass

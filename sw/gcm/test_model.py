@@ -399,3 +399,31 @@ def test_long_frame_counter_and_length_cross_bytes():
     ct, tag = reference(key, nonce, pt)
     check_frame(run_frame(model, 11, nonce, blocks_of(pt), 0), nonce, ct, tag, False)
     check_frame(run_frame(model, 11, nonce, ct, 1, tag), nonce, blocks_of(pt), tag, True)
+
+
+# --- derived secrets (what the reset-scrub scans look for) ------------------------------
+
+@pytest.mark.parametrize("decrypt", [False, True])
+def test_frame_secrets_against_openssl(decrypt):
+    """H, E_K(J0), the partial hashes and S of :func:`frame_secrets` against OpenSSL: H and
+    E_K(J0) are AES-ECB of 0 and J0, S ⊕ E_K(J0) is AESGCM's tag, and each partial hash
+    is the one before, plus the ciphertext block, times H (SP 800-38D's GHASH step)."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    from sw.gcm.model import _be, _bus, frame_secrets, h_powers, len_block
+
+    rng = random.Random(SEED)
+    for n in (0, 1, 5, 17):
+        key, nonce, pt = rng.randbytes(32), rng.randbytes(12), rng.randbytes(16 * n)
+        ct, tag = reference(key, nonce, pt) if n else ([], le(AESGCM(key).encrypt(nonce, b"", None)))
+        sec = frame_secrets(le(key), nonce, ct if decrypt else blocks_of(pt), decrypt)
+        ecb = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
+        assert sec.h == le(ecb.update(bytes(16)))
+        assert sec.ek0 == le(ecb.update(nonce + bytes([0, 0, 0, 1])))
+        assert sec.tag == tag and sec.s ^ sec.ek0 == tag
+        assert len(sec.x) == n + 1 and sec.x[0] == 0
+        for k, c in enumerate(ct):
+            assert sec.x[k + 1] == _bus(gf128_mul(_be(sec.x[k] ^ c), _be(sec.h)))
+        assert sec.s == _bus(gf128_mul(_be(sec.x[-1] ^ len_block(n)), _be(sec.h)))
+        h = h_powers(le(key), 4)
+        assert h[0] == sec.h and h[3] == _bus(gf128_mul(_be(h[1]), _be(h[1])))

@@ -179,10 +179,17 @@ class SxpModel:
                 else:
                     self._raise(Cause.CONFIG, None)
 
-    def csr_read(self, addr):
-        """What a read of *addr* returns (either port)."""
+    def csr_read(self, addr, port="ccu"):
+        """What a read of *addr* on CSR port *port* returns. In trusted mode a host read of a
+        register returns zero and counts in DENIED (the host sees neither configuration nor
+        exception record)."""
+        if port not in ("ccu", "host"):
+            raise ValueError(f"no CSR port {port!r}")
         reg = self._by_addr.get(addr)
         if reg is None:
+            return 0
+        if port == "host" and self.trusted:
+            self.denied = (self.denied + 1) & 0xFFFF_FFFF
             return 0
         hw = {
             ("STATUS", "trusted"): int(self.trusted), ("STATUS", "key_busy"): 0,

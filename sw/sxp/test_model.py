@@ -290,6 +290,15 @@ def test_trusted_mode_and_registers():
     assert model.region(0)[0] == cfg.regions[0][0]
     assert model.denied == 1
     assert model.csr_write("ccu", ADDR_KSEL_BASE, 5) is True
+    # the host reads nothing in trusted mode (each read counts), the CCU reads as before
+    base1 = cfg.regions[1][0]
+    assert base1 and model.csr_read(ADDR_KSEL_BASE + 4, "ccu") == base1
+    assert model.csr_read(ADDR_KSEL_BASE + 4, "host") == 0
+    assert model.csr_read(0x004, "host") == 0          # STATUS: not even the mode bit
+    assert model.denied == 3
+    assert model.csr_read(0x014, "ccu") == 3
+    with pytest.raises(ValueError):
+        model.csr_read(0x014, "jtag")
 
 
 @pytest.mark.parametrize("bad", ["overlap", "duplicate", "unmapped"])

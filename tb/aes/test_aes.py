@@ -14,13 +14,15 @@ from hw.aes import AES256
 from hw.aes.layout import input_layout, output_layout
 from sw.cavp import open_rsp, parse_rsp
 from tb.common.payload import pack, unpack
-from tb.common.scrub import holders
+from tb.common.scrub import Refusals, Scanner, aes_key_secrets
 from tb.common.stream import StreamSink, StreamSource, never, random_pause
 from tb.common.tb import TB
 
 CAVP_FILES = ["ECBGFSbox256.rsp", "ECBKeySbox256.rsp", "ECBVarKey256.rsp", "ECBVarTxt256.rsp"]
 IN_LAYOUT, OUT_LAYOUT = input_layout(), output_layout()
-LATENCY = AES256().latency
+_AES = AES256()
+LATENCY = _AES.latency
+FLUSH = _AES.flush_cycles           # cycles the input is refused after reset (the RTL's own)
 
 
 def openssl_encrypt(key: bytes, block: bytes) -> bytes:
@@ -135,40 +137,47 @@ async def fixed_latency(dut):
 @cocotb.test()
 async def reset_midstream(dut):
     """Reset in the middle of a stream: nothing sent before the reset comes out after it,
-    input is refused while the pipeline scrubs, no register holds a word of the old key
-    afterwards, and the stream after the reset is correct."""
+    input is refused for exactly ``AES256.flush_cycles`` cycles while zeros flush the
+    pipeline, and afterwards no signal holds a word of the old key or of any of its round
+    keys (before the reset, as a control, the same scan finds the key and every round key
+    2..14 in the live pipeline) — read in the first cycle the input is ready again, before
+    idle cycles could finish a flush cut short. The stream after the reset is correct."""
     tb = AesTB(dut)
     tb.sink.set_pause(random_pause(0.3))
+    refusals = Refusals(tb.clk, dut.rst, dut.i__ready)
     await tb.reset()
+    got = await refusals.after_reset()
+    assert got == FLUSH, f"input refused for {got} cycles after the first reset, not flush_cycles = {FLUSH}"
+    scanner = Scanner(dut, skip=("i__",))
+    await ReadOnly()
+    scanner.baseline()                  # the flushed pipeline: no secret has entered yet
+    await RisingEdge(tb.clk)
+    scans = []                          # read in the first cycle the input is ready again
+    refusals.on_ready = lambda: scans.append(scanner.scan())
     secret = random.randbytes(32)
+    secrets = aes_key_secrets(secret)
     for _ in range(3 * LATENCY):
         tb.send(secret, random.randbytes(16))
-    for _ in range(LATENCY + 3):
-        await RisingEdge(tb.clk)
-    # reset with the pipeline full of blocks under `secret`; first show that the scan
-    # below does find the key in the pipeline registers, so its verdict after reset counts
-    await ReadOnly()
-    assert holders(dut, [secret], ("i__",)), "key scan found no register holding the key before reset"
+    # the control: with blocks under `secret` flowing, the scan finds the key and every
+    # expanded round key in the stage registers (so the byte order of the needles is right)
+    await scanner.control(secrets, tb.clk, 6 * LATENCY, need={s.kind for s in secrets})
     await RisingEdge(tb.clk)
+    assert tb.source.queue, "every block went in before the reset: the pipeline may be empty"
     tb.source.clear()
     dut.rst.value = 1
     await RisingEdge(tb.clk)
     dut.rst.value = 0
     tb.sink.clear()
-    refused = 0
-    while True:
+    for _ in range(FLUSH):
         await ReadOnly()
-        if int(dut.i__ready.value):
-            break
-        assert not int(dut.o__valid.value), "output valid during the post-reset scrub"
-        refused += 1
+        assert not int(dut.o__valid.value), "output valid during the post-reset flush"
         await RisingEdge(tb.clk)
-    tb.log.info("input refused for %d cycles after reset (scrub)", refused)
-    assert refused > 0, "input accepted right after reset, before the pipeline was scrubbed"
+    got = await refusals.after_reset()
+    tb.log.info("input refused for %d cycles after reset (flush)", got)
+    assert got == FLUSH, f"input refused for {got} cycles after reset, not flush_cycles = {FLUSH}"
     await RisingEdge(tb.clk)
     assert not tb.sink.queue, f"{len(tb.sink.queue)} blocks from before the reset came out after it"
-    left = holders(dut, [secret], ("i__",))
-    assert not left, f"after reset these signals still hold a word of the old key: {left[:5]}"
+    scanner.assert_clean(secrets, "when the input was ready after the reset", scans[-1])
     pairs = []
     for _ in range(200):
         key, block = random.randbytes(32), random.randbytes(16)

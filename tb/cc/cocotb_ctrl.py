@@ -6,21 +6,37 @@ import itertools
 import random
 
 import cocotb
-from cocotb.triggers import RisingEdge
+from cocotb.triggers import ReadOnly, RisingEdge
 
+from hw.cc import CCCtrl
 from hw.cc.layout import Mode, Src
-from hw.cc.regs import ALLOW, KEY_WORDS, ROWS, SCRATCH_WORDS, register_map
-from tb.common.scrub import holders
+from hw.cc.regs import KEY_WORDS, SCRATCH_WORDS, SCRUB
+from tb.common.scrub import Refusals, Scanner, bytes_secret
 
 from .ctrl_tb import DEPTH, PROTECTED, REG, CtrlTB
+
+SCRUB_CYCLES = CCCtrl(DEPTH, PROTECTED).scrub_cycles   # ready low after an FLR: the RTL's own
 
 MODES = (Mode.OFF, Mode.ON, Mode.DEVTOOLS)
 SKIP = ("host__", "fw__", "mem_req__")
 ADDRS = sorted(REG.values()) + [0x1C, 0x3C, 0x60, 0xFC]     # mapped + a few unmapped
-# The decoupler policy written out by hand (not read from hw/cc/regs.py ALLOW).
-WINDOW = {"CC_MODE", "CC_MODE_SET", "CC_STATUS", "DEC_COUNT", "DEC_LOG", "FW_COUNT", "FW_LOG"}
-POLICY = {Mode.OFF: set(REG), Mode.ON: WINDOW,
-          Mode.DEVTOOLS: WINDOW | {"PERF_CTRL", "PERF_CYCLES", "PERF_ACCESSES"}}
+NAMES = {a: n for n, a in REG.items()}
+# The decoupler policy written out by hand from the H100 source, per register, row and
+# direction ("r": the host may read it, "w": write it), not read from hw/cc/regs.py ALLOW:
+# CC off opens every register in the directions it has; CC on opens only the management
+# window (mode, mode store, status, the decoupler's and firewall's logs); devtools adds the
+# performance counters; while the scrub runs only CC_MODE (its `scrubbing` bit) is readable.
+# Anything not listed (and every unmapped address) is refused.
+WINDOW = {"CC_MODE": "r", "CC_MODE_SET": "w", "CC_STATUS": "rw", "DEC_COUNT": "r",
+          "DEC_LOG": "r", "FW_COUNT": "r", "FW_LOG": "r"}
+PERF = {"PERF_CTRL": "rw", "PERF_CYCLES": "r", "PERF_ACCESSES": "r"}
+POLICY = {
+    Mode.OFF: {**WINDOW, **PERF, **{f"KEY{k}": "w" for k in range(KEY_WORDS)},
+               **{f"SCRATCH{k}": "rw" for k in range(SCRATCH_WORDS)}},
+    Mode.ON: WINDOW,
+    Mode.DEVTOOLS: {**WINDOW, **PERF},
+    SCRUB: {"CC_MODE": "r"},
+}
 
 
 async def set_mode(tb, mode):
@@ -73,11 +89,19 @@ async def random_regression(dut, idle, stall):
 async def mode_pairs_scrub(dut):
     """Every (from, to) pair of modes: secrets written in *from* (key state and scratch
     registers through the firmware port, protected and shared memory words through the
-    DMA) are unreadable after the FLR into *to*: no signal holds a key word, memory reads
-    back zero, registers read zero. A mode write alone changes nothing until the FLR.
-    The store survives FLRs and comes back from the EEPROM at power-on."""
+    DMA) are unreadable after the FLR into *to*: ``ready`` is low for exactly
+    ``CCCtrl.scrub_cycles`` cycles after the FLR, no signal and no word of the memory
+    holds a word of a secret (before the FLR, as a control, the same scan finds the key in
+    the registers and the words in the memory), every memory word is zero, registers read
+    zero. A mode write alone changes nothing until the FLR. The store survives FLRs and
+    comes back from the EEPROM at power-on."""
     tb = CtrlTB(dut)
+    refused = Refusals(tb.clk, dut.flr, dut.ready)
     await tb.power_on(Mode.OFF)
+    scanner = Scanner(dut, skip=SKIP)
+    await ReadOnly()
+    scanner.baseline()
+    await RisingEdge(tb.clk)
     for frm, to in itertools.product(MODES, MODES):
         await set_mode(tb, frm)
         secret = random.randbytes(32)
@@ -87,18 +111,28 @@ async def mode_pairs_scrub(dut):
         for k in range(SCRATCH_WORDS):
             await tb.fw.write(REG[f"SCRATCH{k}"], words[k])
         addrs = [0, PROTECTED - 1, PROTECTED % DEPTH, DEPTH - 1]
+        blocks = {a: random.randbytes(16) for a in addrs}
         for a in addrs:
-            await tb.mem_access(Src.DMA, a, 1, int.from_bytes(secret[:16], "little"))
+            await tb.mem_access(Src.DMA, a, 1, int.from_bytes(blocks[a], "little"))
         assert int(dut.key.value) == int.from_bytes(secret, "little"), "key state not written"
+        secrets = [bytes_secret("key", "key state", secret)] + \
+            [bytes_secret("memory", f"word {a}", b) for a, b in blocks.items()]
+        await scanner.control(secrets, tb.clk, 1, {"key", "memory"})
+        await RisingEdge(tb.clk)
         # a mode change without reset: only the store moves
         await tb.host.write(REG["CC_MODE_SET"], to.value)
         v = await tb.host.read(REG["CC_MODE"])
         assert (v & 3, (v >> 2) & 3) == (frm.value, to.value), f"{frm.name}->{to.name}: CC_MODE {v:#x}"
         assert int(dut.mode.value) == frm.value, "mode changed without a reset"
         await tb.flr()
+        got = await refused.after_reset()
+        assert got == SCRUB_CYCLES, f"{frm.name}->{to.name}: ready low for {got} cycles after " \
+                                    f"the FLR, not CCCtrl.scrub_cycles = {SCRUB_CYCLES}"
         assert int(dut.mode.value) == to.value, f"{frm.name}->{to.name}: mode not applied"
-        found = holders(dut, [secret], skip_prefixes=SKIP)
-        assert not found, f"{frm.name}->{to.name}: key words survive the FLR in {found[:5]}"
+        await ReadOnly()
+        scan = scanner.assert_clean(secrets, f"{frm.name}->{to.name}: after the FLR")
+        assert not scan.nonzero(("mem",)), f"{frm.name}->{to.name}: memory words not zero after the scrub"
+        await RisingEdge(tb.clk)
         for a in addrs:
             got = await tb.mem_access(Src.DMA, a)
             assert got["data"] == 0 and got["ok"], f"{frm.name}->{to.name}: memory word {a} = {got}"
@@ -113,62 +147,76 @@ async def mode_pairs_scrub(dut):
     tb.check()
 
 
+def _write_value(name, mode):
+    """What the policy test writes: a pattern, except where a write has a side effect the
+    test does not want (the mode store keeps the active mode, the counters stay off)."""
+    if name == "CC_MODE_SET":
+        return mode.value
+    return 0 if name and name.startswith(("PERF", "CC_STATUS")) else 0x5A5A5A5A
+
+
+async def _probe(tb, mode, addr, write, in_scrub):
+    """One host access to *addr*; returns (reached, read value). Reached = the decoupler did
+    not count it in DEC_COUNT (read by the firmware port, after the scrub for *in_scrub*)."""
+    name = NAMES.get(addr)
+    if in_scrub:
+        await tb.flr(wait=False)        # the scrub runs for DEPTH cycles: one access in it
+    else:
+        before = await tb.fw.read(REG["DEC_COUNT"])
+    if write:
+        await tb.host.write(addr, _write_value(name, mode))
+        value = None
+    else:
+        value = await tb.host.read(addr)
+    if in_scrub:
+        assert not int(tb.dut.ready.value), "the scrub ended before the probe was done"
+        await tb.wait_ready()
+        before = 0                      # the FLR zeroed DEC_COUNT
+    count = await tb.fw.read(REG["DEC_COUNT"])
+    assert count - before in (0, 1), f"DEC_COUNT moved by {count - before} for one access"
+    if count != before:
+        log = await tb.fw.read(REG["DEC_LOG"])
+        assert log == addr | (0x100 if write else 0), \
+            f"DEC_LOG {log:#x} after the refused {'write' if write else 'read'} of {addr:#x}"
+    return count == before, value
+
+
 @cocotb.test()
 async def decoupler(dut):
-    """In each mode, every register address (and unmapped ones) read and written by the
-    host: a refused read returns zero even where the register holds a value, a refused
-    write changes nothing, each is counted and its address latched; the allow-list
-    decides (hw/cc/regs.py ALLOW). Independently of that table, the registers the RTL
-    lets the host reach (no DEC_COUNT step) must be the policy of the issue and the
-    source: every register in CC off, the management window in CC on, the window and
-    the performance counters in devtools (so an edit of the table that opens CC on
-    fails here, not only in sw/cc)."""
+    """The BAR0 allow-list, per direction, for every register (and unmapped addresses) in
+    every row: CC off, CC on, devtools and the scrub. Which accesses reach a register is
+    observed (DEC_COUNT does not step) and must equal :data:`POLICY`, written by hand
+    above, so an edit of hw/cc/regs.py ALLOW that opens one direction of one register in
+    one row fails here. A refused read returns zero where the register holds a value, a
+    refused write changes nothing; each is counted and its address latched."""
     tb = CtrlTB(dut)
     await tb.power_on(Mode.OFF)
-    names = {a: n for n, a in REG.items()}
-    for mode in MODES:
+    for row in MODES + (SCRUB,):
+        mode = Mode.OFF if row == SCRUB else row      # the scrub row, entered from CC off
         await set_mode(tb, mode)
-        col = ROWS.index(mode)
-        refused = 0
-        reached = set()
-        for k in range(SCRATCH_WORDS):
-            await tb.fw.write(REG[f"SCRATCH{k}"], 0xA5A50000 | k)
+        reached = {}
         for addr in ADDRS:
-            name = names.get(addr)
-            perm = next((p[col] for key, p in ALLOW.items()
-                         if name and (key == name or (key.endswith("*") and name.startswith(key[:-1])))), "-")
-            if addr in (REG["CC_MODE_SET"], REG["CC_STATUS"]):
-                continue                          # writes with side effects: tested elsewhere
-            before = await tb.fw.read(REG["DEC_COUNT"])
-            v = await tb.host.read(addr)
-            if name and await tb.fw.read(REG["DEC_COUNT"]) == before:
-                reached.add(name)
-            if "r" not in perm:
-                refused += 1
-                assert v == 0, f"{mode.name}: refused read of {name or hex(addr)} returned {v:#x}"
-                log = await tb.fw.read(REG["DEC_LOG"])
-                assert log == addr, f"{mode.name}: DEC_LOG {log:#x} after refused read of {addr:#x}"
-            elif name and name.startswith("SCRATCH"):
-                assert v == 0xA5A50000 | int(name[7:]), f"{mode.name}: {name} unreadable"
-            before = await tb.fw.read(REG["DEC_COUNT"])
-            await tb.host.write(addr, 0x5A5A5A5A if not name or not name.startswith("PERF") else 0)
-            if name and await tb.fw.read(REG["DEC_COUNT"]) == before:
-                reached.add(name)
-            if "w" not in perm:
-                refused += 1
-                log = await tb.fw.read(REG["DEC_LOG"])
-                assert log == addr | 0x100, f"{mode.name}: DEC_LOG {log:#x} after refused write of {addr:#x}"
+            name = NAMES.get(addr)
+            for write in (False, True):
                 if name and name.startswith("SCRATCH"):
-                    assert await tb.fw.read(addr) == 0xA5A50000 | int(name[7:]), \
-                        f"{mode.name}: a refused write changed {name}"
-        count = await tb.fw.read(REG["DEC_COUNT"])
-        assert count == refused, f"{mode.name}: DEC_COUNT {count}, expected {refused}"
-        policy = POLICY[mode] - {"CC_MODE_SET", "CC_STATUS"}         # those two are skipped
-        assert reached == policy, \
-            f"{mode.name}: the host reaches {sorted(reached - policy)} beyond the policy and " \
-            f"misses {sorted(policy - reached)}"
-        if mode is not Mode.OFF:
-            assert int(dut.key.value) == 0, f"{mode.name}: a host key write got through"
+                    await tb.fw.write(addr, 0xA5A50000 | addr)
+                ok, value = await _probe(tb, mode, addr, write, row == SCRUB)
+                if ok:
+                    reached[name or hex(addr)] = reached.get(name or hex(addr), "") + "wr"[not write]
+                elif not write:
+                    assert value == 0, f"{row}: refused read of {name or hex(addr)} returned {value:#x}"
+                if not ok and write and name and name.startswith("SCRATCH") and row != SCRUB:
+                    assert await tb.fw.read(addr) == 0xA5A50000 | addr, f"{row}: a refused write changed {name}"
+                if ok and not write and name and name.startswith("SCRATCH"):
+                    assert value == 0xA5A50000 | addr, f"{row}: {name} reads {value:#x}"
+        want = {n: "".join(sorted(p, reverse=True)) for n, p in POLICY[row].items()}
+        got = {n: "".join(sorted(p, reverse=True)) for n, p in reached.items()}
+        wrong = {n: (got.get(n, "-"), want.get(n, "-")) for n in set(got) | set(want)
+                 if got.get(n) != want.get(n)}
+        assert not wrong, f"{getattr(row, 'name', row)}: host access differs from the policy " \
+            f"(register: (reached, policy)) {dict(sorted(wrong.items()))}"
+        if mode is not Mode.OFF or row == SCRUB:
+            assert int(dut.key.value) == 0, f"{getattr(row, 'name', row)}: a host key write got through"
     tb.check()
 
 

@@ -6,15 +6,21 @@ misdirected frames are rejected with nothing written."""
 import random
 
 import cocotb
-from cocotb.triggers import RisingEdge
+from cocotb.triggers import ReadOnly, RisingEdge
 
+from hw.cc import CCDma
 from hw.cc.layout import CTR_LIMIT, Dir, Status
-from sw.cc.host import FrameError, HostChannel, blocks, join_blocks
+from sw.cc.host import FrameError, HostChannel, blocks, iv_block, join_blocks
 from sw.cc.model import Desc
-from tb.common.scrub import holders
+from tb.common.scrub import (Refusals, Scanner, bytes_secret, gcm_frame_secrets,
+                             gcm_key_secrets)
 from tb.common.stream import random_pause
 
-from .dma_tb import BOUNCE, CHANNELS, FRAME_BLOCKS, PROT, DmaTB, Timeline, read_frame
+from .dma_tb import (BOUNCE, CHANNELS, FRAME_BLOCKS, PARAMS, PROT, DmaTB, Timeline,
+                     read_frame)
+
+# cycles desc and key are refused after reset while the staging buffer is scrubbed: the RTL's own
+SCRUB = CCDma(**PARAMS).scrub_cycles
 
 
 class Alloc:
@@ -298,27 +304,122 @@ async def bad_descriptors(dut):
             assert len(tb.writes) - writes == 4, f"{what}: wrote"
 
 
+def _frame_secrets(tb, key, d, pt, frame=None):
+    """What a frame leaves in the engine: E_K(J0), the GHASH partial hashes and its
+    plaintext. An IN *frame* is the host's sealed bytes (it may be tampered: the engine
+    hashes what it reads); an OUT frame's counter is the model's (its expected status)."""
+    label = f"desc {d.tag}"
+    if d.dir is Dir.IN:
+        nonce, data, decrypt = frame[:12], blocks(frame[16:-16]), True
+    else:
+        ctr = tb.expected[-1][2]
+        nonce, data, decrypt = iv_block(ctr, Dir.OUT, d.ch)[:12], blocks(pt), False
+    return gcm_frame_secrets(key, nonce, data, decrypt, label) + \
+        [bytes_secret("plaintext", f"{label} plaintext", pt)]
+
+
+def _sealed(tb, chans, prot, bounce, ch, n, tag, tamper=False):
+    """An IN descriptor over a frame the host sealed (optionally with a ciphertext bit
+    flipped: its plaintext is decrypted into staging and never authenticated)."""
+    src, dst = bounce.take(n + 2), prot.take(n)
+    pt = random.randbytes(16 * n)
+    frame = bytearray(chans[ch].seal(pt))
+    if tamper:
+        bit = random.randrange(16 * 8, (len(frame) - 16) * 8)       # the ciphertext
+        frame[bit // 8] ^= 1 << bit % 8
+    for k, b in enumerate(blocks(bytes(frame))):
+        tb.poke(src + k, b)
+    return Desc(Dir.IN, ch, n, src, dst, tag), pt, bytes(frame)
+
+
+async def _traffic(tb, chans, keys, prot, bounce, tag0, count):
+    """*count* frames on every channel, both directions, one IN frame tampered; returns
+    their secrets."""
+    secrets = []
+    for k in range(count):
+        for ch in range(CHANNELS):
+            tag = (tag0 + k * CHANNELS + ch) & 0xFF
+            n = random.randint(FRAME_BLOCKS // 2, FRAME_BLOCKS)
+            if (k + ch) % 2:
+                d, pt = outbound(tb, prot, bounce, ch, n, tag)
+                tb.submit(d)
+                secrets += _frame_secrets(tb, keys[ch], d, pt)
+            else:
+                d, pt, frame = _sealed(tb, chans, prot, bounce, ch, n, tag, tamper=k == ch == 0)
+                tb.submit(d)
+                secrets += _frame_secrets(tb, keys[ch], d, pt, frame)
+    return secrets
+
+
 @cocotb.test()
-async def reset_scrubs_keys(dut):
-    """After traffic on every channel, a reset leaves no key word in any signal, and
-    every channel answers NO_KEY until a key is installed again."""
+async def reset_scrubs(dut):
+    """The reset scrub (a reset is the FLR of cc_dma: in a chip its rst is cc_ctrl's
+    ``rst | flr``). ``desc`` is refused for exactly ``CCDma.scrub_cycles`` cycles after
+    each reset (``key`` too); afterwards every staging word is zero and no signal or memory
+    word holds a word of a channel key, of its round keys, of H, of a frame's E_K(J0) or
+    GHASH partial hashes, or of a frame's plaintext — the decrypted plaintext of a frame
+    whose tag failed included (before the reset, as a control, the same scan finds every
+    one of those kinds, that plaintext in the staging buffer). Reset once after the traffic
+    drained and once with frames in flight; then every channel answers NO_KEY."""
     tb = DmaTB(dut)
-    await tb.reset()
-    keys = []
-    prot, bounce = Alloc(PROT), Alloc(BOUNCE)
+    # (key.ready also waits for key.valid, so the count is taken on desc)
+    refused = Refusals(tb.clk, dut.rst, dut.desc__ready)
+
+    async def reset_and_count(what):
+        await tb.reset()
+        got = await refused.after_reset()
+        assert got == SCRUB, f"{what}: desc refused for {got} cycles after reset, not " \
+                             f"CCDma.scrub_cycles = {SCRUB}"
+
+    await reset_and_count("power-on")
+    scanner = Scanner(dut, skip=("desc__", "key__", "rd_resp__"))
+    await ReadOnly()
+    scanner.baseline()
+    await RisingEdge(tb.clk)
+    keys, chans = [], {}
     for ch in range(CHANNELS):
-        key = random.randbytes(32)
-        keys.append(key)
-        await tb.install(ch, key, 5)
-        d, _ = outbound(tb, prot, bounce, ch, 3, ch)
-        tb.submit(d)
+        keys.append(random.randbytes(32))
+        await tb.install(ch, keys[ch], 5)
+        chans[ch] = HostChannel(keys[ch], ch, 5)
+    secrets = [s for k in keys for s in gcm_key_secrets(k)]
+    prot, bounce = Alloc(PROT), Alloc(BOUNCE)
+    secrets += await _traffic(tb, chans, keys, prot, bounce, 0, 2)
+    await scanner.control(secrets, tb.clk, 2000, {s.kind for s in secrets})
+    await RisingEdge(tb.clk)
     await tb.drain()
-    assert holders(dut, keys), "the key scan finds nothing even before the reset"
+    assert [s["code"] for _, s in tb.statuses].count(Status.AUTH) == 1, "the tampered frame passed"
+    # the tampered frame's plaintext waits in the staging buffer, never authenticated
+    tampered = [s for s in secrets if s.kind == "plaintext" and s.label == "desc 0 plaintext"]
+    await ReadOnly()
+    hits = scanner.find(tampered)
+    assert any("staging" in h.path for h in hits), \
+        f"control: the unauthenticated plaintext is not in the staging buffer ({hits[:3]})"
+    await RisingEdge(tb.clk)
     tb.key_src.clear()
-    await tb.reset()
-    await tb.cycles(20)
-    found = holders(dut, keys, skip_prefixes=("key__",))
-    assert not found, f"key words survive the reset in {found[:5]}"
+    await reset_and_count("after the traffic")
+    await ReadOnly()
+    scan = scanner.assert_clean(secrets, "after the reset")
+    assert not scan.nonzero(("staging",)), f"staging words not zero after the scrub: {scan.nonzero(('staging',))}"
+    await RisingEdge(tb.clk)
+
+    # again with frames in flight: new keys, traffic, a reset in the middle of it
+    keys = [random.randbytes(32) for _ in range(CHANNELS)]
+    for ch in range(CHANNELS):
+        await tb.install(ch, keys[ch], 9)
+        chans[ch] = HostChannel(keys[ch], ch, 9)
+    more = [s for k in keys for s in gcm_key_secrets(k)]
+    more += await _traffic(tb, chans, keys, prot, bounce, 100, 1)
+    for _ in range(random.randint(80, 200)):
+        await RisingEdge(tb.clk)
+    assert tb.expected, "every frame finished before the reset"
+    tb.key_src.clear()
+    await reset_and_count("with frames in flight")
+    tb.model_mem = dict(tb.mem)         # the model ran those frames whole; the RTL did not
+    await ReadOnly()
+    scan = scanner.assert_clean(secrets + more, "after a reset with frames in flight")
+    assert not scan.nonzero(("staging",)), "staging words not zero after the scrub"
+    await RisingEdge(tb.clk)
+
     for ch in range(CHANNELS):
         d, _ = outbound(tb, prot, bounce, ch, 1, ch)
         tb.submit(d)

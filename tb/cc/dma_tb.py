@@ -130,6 +130,11 @@ class DmaTB(TB):
             s.clear()
         self._pending.clear()
         await super().reset(cycles)
+        # a reset aborts the reads in flight: no response to a request from before it
+        # (memory answers requests the sink caught up to the reset edge: forget them too)
+        self.req_sink.clear()
+        self._pending.clear()
+        self.resp_src.clear()
         self.model.reset()
         self.expected.clear()
 

@@ -3,7 +3,7 @@ import logging
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 __all__ = ["TB", "CLOCK_PERIOD_NS"]
 
@@ -29,3 +29,14 @@ class TB:
 
     async def cycles(self, n):
         await ClockCycles(self.clk, n)
+
+    async def until_high(self, signal, timeout=1_000_000):
+        """Wait until *signal* is high (sampled in ``ReadOnly``), then for the next edge:
+        e.g. an input's ``ready`` after a reset scrub."""
+        for _ in range(timeout):
+            await ReadOnly()
+            if int(signal.value):
+                await RisingEdge(self.clk)
+                return
+            await RisingEdge(self.clk)
+        raise AssertionError(f"{signal._path} not high within {timeout} cycles")

@@ -18,6 +18,7 @@ from tb.gcm.test_gcm import LANES, legal_lengths
 
 BLOCKS = 100_000 if LANES == 1 else 80_000   # the lanes-4 model is slower per cycle
 CONTEXTS = 16
+INSTALL_EVERY = 50      # cycles between key installs in key_install_cost
 
 
 def workload(contexts, beats):
@@ -88,6 +89,47 @@ async def sixteen_contexts(dut):
 @cocotb.test()
 async def one_context(dut):
     await measure(dut, 1, "ctx1")
+
+
+@cocotb.test()
+async def key_install_cost(dut):
+    """What a key install costs the data stream: one context streams frames back to back
+    while keys are installed into another context every INSTALL_EVERY cycles; the cycles
+    the stream loses, per install (the figure docs/gcm.md states as "one input slot")."""
+    tb = TB(dut)
+    key_src = StreamSource(dut, "key", tb.clk)
+    i_src = StreamSource(dut, "i", tb.clk)
+    sink = StreamSink(dut, "o", tb.clk)
+    await tb.reset()
+    model = GcmCoreModel(CONTEXTS, LANES)
+    key = random.getrandbits(256)
+    key_src.send(pack(key_layout(), ctx=0, key=key))
+    model.install_key(0, key)
+    while not key_src.empty():
+        await RisingEdge(tb.clk)
+    ops = workload(1, 4000)
+    expected = [model.step(b, c, op, d) for c, op, b, d in ops]
+    for c, op, b, d in ops:
+        i_src.send(pack(input_layout(LANES), block=b, ctx=c, op=op, decrypt=d))
+    installs, cycle, first_out, last_out = 0, 0, None, None
+    while sink.received < len(ops):
+        await RisingEdge(tb.clk)
+        cycle += 1
+        if cycle % INSTALL_EVERY == 0 and first_out is not None and \
+                sink.received < len(ops) - 2 * INSTALL_EVERY:
+            key_src.send(pack(key_layout(), ctx=1, key=random.getrandbits(256)))
+            installs += 1
+        await ReadOnly()
+        if int(dut.o__valid.value) and int(dut.o__ready.value):
+            first_out = first_out or cycle
+            last_out = cycle
+    bad = sum((got["block"], got["tag_ok"], got["err"]) != expected[n]
+              for n, got in enumerate(unpack(output_layout(LANES), raw) for raw in sink.queue))
+    assert bad == 0, f"key_install_cost: {bad} outputs differ from the golden model"
+    assert installs > 10, f"only {installs} installs during the stream"
+    lost = (last_out - first_out + 1) - len(ops)
+    record(install_every_cycles=INSTALL_EVERY, installs_during_stream=installs,
+           stream_cycles_lost_per_install=round(lost / installs, 3))
 
 
 def bench():

@@ -19,12 +19,12 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from hw.designs import DESIGNS
+from hw.gcm import GcmCore
 from hw.gcm.layout import Op, input_layout, key_layout, output_layout
-from sw.aes.model import encrypt_int
-from sw.gcm.model import GcmCoreModel, frame_beats, ghash_mul_bus, j0_block, split_beat
+from sw.gcm.model import GcmCoreModel, frame_beats, j0_block, split_beat
 from sw.gcm.vectors import blocks_of, cavp_cases, le
 from tb.common.payload import pack, unpack
-from tb.common.scrub import holders
+from tb.common.scrub import Refusals, Scanner, gcm_frame_secrets, gcm_key_secrets
 from tb.common.stream import StreamSink, StreamSource, interleave, never, random_pause
 from tb.common.tb import TB
 
@@ -38,6 +38,7 @@ def _design_params():
 CONTEXTS = 16
 LANES = _design_params().get("lanes", 1)
 MAX_FRAME_BLOCKS = 64          # IV + data + tag: 1 KiB
+FLUSH = GcmCore(CONTEXTS, LANES).flush_cycles   # input refused after reset (the RTL's own)
 KEY_LAYOUT, IN_LAYOUT, OUT_LAYOUT = key_layout(), input_layout(LANES), output_layout(LANES)
 
 
@@ -412,23 +413,37 @@ async def key_install_abandons_frame(dut):
 
 @cocotb.test()
 async def reset_mid_traffic(dut):
-    """Reset with frames in flight on every context: no output from before the reset comes
-    out after it, no register keeps a word of a key or of a power of its hash subkey H,
-    every context answers err until it gets a new key, and traffic after new keys is
-    correct."""
+    """Reset with frames in flight on every context: input is refused for exactly
+    ``GcmCore.flush_cycles`` cycles after each reset, no output from before the reset comes
+    out after it, and no signal or memory word keeps a word of a key, of its expanded round
+    keys, of H..H^LANES, of E_K(J0) or of a GHASH partial hash of any frame sent (before
+    the reset, as a control, the same scan finds every one of those kinds in the live
+    design); every context answers err until it gets a new key, and traffic after new
+    keys is correct. The scan reads the design in the first cycle the input is ready again
+    (idle cycles feed the AES zeros too, and would finish a flush cut short unseen)."""
     tb = GcmTB(dut, idle=0.2, stall=0.3)
+    refusals = Refusals(tb.clk, dut.rst, dut.i__ready)
     await tb.reset()
+    got = await refusals.after_reset()
+    assert got == FLUSH, f"input refused for {got} cycles after the first reset, not flush_cycles = {FLUSH}"
+    scanner = Scanner(dut, skip=("i__", "key__"))
+    await ReadOnly()
+    scanner.baseline()                  # after the flush, before any key: the clean design
+    await RisingEdge(tb.clk)
+    scans = []                          # read in the first cycle the input is ready again
+    refusals.on_ready = lambda: scans.append(scanner.scan())
     lists, frames = random_traffic(frames_per_ctx=2, max_blocks=20, rekey=0)
     keys = [it[2] for lst in lists for it in lst if it[0] == "key"]
-    powers = [p.to_bytes(16, "little") for k in keys for p in h_powers(k)]
+    secrets = [s for k in keys for s in gcm_key_secrets(k, LANES)]
+    for label, key, nonce, pt, _, _ in frames:      # X over the ciphertext either way
+        secrets += gcm_frame_secrets(key, nonce, blocks_of(pt), False, label=str(label))
+    need = {s.kind for s in secrets}
     feeder = cocotb.start_soon(tb.feed(interleave(lists + [nop_items(20)])))
-    for _ in range(300):
+    await scanner.control(secrets, tb.clk, 600, need)
+    for _ in range(random.randint(100, 250)):       # more contexts keyed, frames open
         await RisingEdge(tb.clk)
     assert not tb.errors, tb.errors[:3]
-    await ReadOnly()
-    assert holders(dut, keys, ("i__", "key__")), "control: no register holds a key word before the reset"
-    assert holders(dut, powers), "control: no register holds a word of H before the reset"
-    await RisingEdge(tb.clk)
+    assert tb.i_src.queue and tb.expected, "every frame was done before the reset"
     feeder.cancel()
     tb.key_src.clear()
     tb.i_src.clear()
@@ -438,13 +453,12 @@ async def reset_mid_traffic(dut):
     tb.expected.clear()
     tb.sink.clear()
     tb.errors.clear()
+    got = await refusals.after_reset()
+    assert got == FLUSH, f"input refused for {got} cycles after the reset, not flush_cycles = {FLUSH}"
     for _ in range(40):
         await RisingEdge(tb.clk)
     assert not tb.errors and not tb.sink.queue, f"output after reset: {tb.errors[:2]}"
-    await ReadOnly()
-    left = holders(dut, keys + powers, ("i__", "key__"))
-    assert not left, f"after reset these signals hold words of keys or of H^k: {left[:5]}"
-    await RisingEdge(tb.clk)
+    scanner.assert_clean(secrets, "when the input was ready after the reset", scans[-1])
     tb.results.clear()
     tb.errors.clear()
     iv = j0_block(random.randbytes(12))
@@ -454,15 +468,6 @@ async def reset_mid_traffic(dut):
     lists, frames = random_traffic(frames_per_ctx=1, max_blocks=6, rekey=0)
     await tb.run(interleave(lists))
     check_openssl(tb, frames)
-
-
-def h_powers(key: bytes):
-    """H, H², …, H^LANES of *key* (bus-lane ints): what the core keeps or derives per context."""
-    h = encrypt_int(le(key), 0)
-    out = [h]
-    while len(out) < LANES:
-        out.append(ghash_mul_bus(out[-1], h))
-    return out
 
 
 @pytest.mark.parametrize("design", ["gcm_core", "gcm_core_x4"])

@@ -103,6 +103,44 @@ async def patterns(dut):
            patterns=rows)
 
 
+# An SRAM bit at 45 nm, an ESTIMATE: CACTI's 6T cell of 146 F² (0.30 µm² at F = 45 nm),
+# doubled for decoders, sense amplifiers and write drivers. The L2's tags are searched
+# associatively (CAM cells, larger), so the SRAM variant below is optimistic.
+SRAM_UM2_PER_BIT = 0.60
+PAPER_AREA_MM2 = 0.0858             # the paper's added structures, whole GPU, FreePDK45 + SRAM
+PAPER_STORAGE_BYTES = 14.2 * 1024   # the paper's RCache storage, whole GPU (NVIDIA config)
+
+
+def _dff_ge():
+    from scripts.synth import LIBERTY
+    text = LIBERTY.read_text()
+    cell = text[text.index("cell(DFF)"):]
+    return float(cell.split("area :", 1)[1].split(";", 1)[0])
+
+
+def area_like_for_like(storage_bits, area_um2, dff_ge, um2_per_ge=0.798,
+                       sram_um2_per_bit=SRAM_UM2_PER_BIT):
+    """The BCU's area next to the paper's 0.0858 mm² (whole GPU, storage in SRAM): per
+    unit and × the units a GPU has (the paper's 14.2 KB of RCache storage over ours per
+    unit), with the RCache storage as our flip-flops (measured) or as SRAM (estimated)."""
+    if storage_bits <= 0 or area_um2 <= 0:
+        raise ValueError("storage_bits and area_um2 must be positive")
+    storage_ff = storage_bits * dff_ge * um2_per_ge     # the storage flip-flops alone
+    logic = max(area_um2 - storage_ff, 0.0)
+    per_unit_sram = logic + storage_bits * sram_um2_per_bit
+    units = round(PAPER_STORAGE_BYTES / (storage_bits / 8))
+    mm2 = 1e-6
+    return {
+        "units_per_gpu": units,
+        "unit_mm2_flip_flops": round(area_um2 * mm2, 4),
+        "unit_storage_flip_flops_mm2": round(storage_ff * mm2, 4),
+        "unit_mm2_sram_estimate": round(per_unit_sram * mm2, 4),
+        "gpu_mm2_flip_flops": round(units * area_um2 * mm2, 3),
+        "gpu_mm2_sram_estimate": round(units * per_unit_sram * mm2, 3),
+        "paper_gpu_mm2": PAPER_AREA_MM2,
+    }
+
+
 def bench():
     from tb.common.bench import run_bench
 
@@ -112,4 +150,11 @@ def bench():
     from tb.common.sim import SIM_BUILD
     out = SIM_BUILD / "reports" / "bench" / "gpushield_patterns.json"
     out.write_text(json.dumps(rows, indent=1))
+    area = SIM_BUILD / "reports" / "area" / "bcu.json"
+    if area.exists():       # written by `make synth BLOCK=bcu` (tens of minutes, not rerun here)
+        figures["area_vs_paper"] = area_like_for_like(
+            BCU.storage_bits()["l1"] + BCU.storage_bits()["l2"],
+            json.loads(area.read_text())["area_um2_45nm"], _dff_ge())
+    else:
+        figures["area_vs_paper"] = "run `make synth BLOCK=bcu` first"
     return {"bcu": figures}

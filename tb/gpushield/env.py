@@ -214,6 +214,12 @@ class BcuTB(TB):
         assert self.exc_tags == m.exc_tags, f"{what}: exc tags RTL {self.exc_tags[:8]}, model {m.exc_tags[:8]}"
         await RisingEdge(self.clk)
 
+    async def reset(self, cycles=2):
+        """Reset, then wait until ``req`` is ready: after reset the BCU refuses requests
+        while it zeroes its L2 RCache entries (``BCU.scrub_cycles``)."""
+        await super().reset(cycles)
+        await self.until_high(self.dut.req__ready)
+
     async def do_reset(self):
         """Reset the unit and everything in flight around it (memory included)."""
         self.in_reset = True

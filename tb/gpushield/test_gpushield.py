@@ -9,14 +9,16 @@ import random
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from hw.gpushield.core import L1_INTERVAL, L2_INTERVAL, MISS_INTERVAL, pipeline_depth
+from hw.gpushield.core import BCU, L1_INTERVAL, L2_INTERVAL, MISS_INTERVAL, pipeline_depth
 from hw.gpushield.layout import Cause
 from sw.gpushield.model import (WarpRequest, decrypt_id, pointer, pointer_addr, pointer_eid,
                                 t1_pointer, with_addr)
 from sw.gpushield.traces import KERNELS, VIOLATIONS, kernel, to_request, violations
+from tb.common.scrub import Refusals, Scanner, bytes_secret
 from tb.gpushield.env import LANES, BcuTB
 
 FULL = (1 << LANES) - 1
+SCRUB = BCU(LANES).scrub_cycles     # req refused after reset (the RTL's own)
 
 
 @cocotb.test()
@@ -332,31 +334,69 @@ async def latency_and_throughput(dut):
 
 @cocotb.test()
 async def reset_midstream(dut):
-    """Reset with requests queued, a fetch outstanding and responses held: nothing from
-    before comes out afterwards, counters and log read zero, caches are empty, and the
+    """Reset with requests queued, a fetch outstanding and responses held: ``req`` is
+    refused for exactly ``BCU.scrub_cycles`` cycles after the reset while the L2 entries
+    are zeroed; afterwards no signal or memory word holds a word of a cached bound (an RBT
+    entry's base and size) or of the launch's id key, every L2 entry is zero (before the
+    reset, as a control, the same scan finds bounds and the key in the live unit); nothing
+    from before comes out afterwards, counters and log read zero, caches are empty, and the
     unit works afterwards."""
     tb = BcuTB(dut, mem_latency=(20, 40))
+    refused = Refusals(tb.clk, dut.rst, dut.req__ready)
     await tb.reset()
+    got = await refused.after_reset()
+    assert got == SCRUB, f"req refused for {got} cycles after the first reset, not BCU.scrub_cycles = {SCRUB}"
+    # the inputs the testbench drives are left out: the trusted side owns them
+    scanner = Scanner(dut, skip=("req__", "mem_resp__", "rbt_base", "kernel_id", "id_key"))
+    await ReadOnly()
+    scanner.baseline()
+    await RisingEdge(tb.clk)
     drv = tb.driver()
     k = kernel("local", drv)
+    # buffers with bounds that look like nothing else (random bases and sizes), more than
+    # L1 holds, so that L2 and memory fetches hold them too
+    spread = [f"spread{i}" for i in range(12)]
+    for name in spread:
+        drv.alloc_global(name, random.randrange(1 << 20, 1 << 32), gap=random.randrange(1 << 42))
     launch = drv.launch()
     await tb.launch(launch, precise=True)
+    secrets = [bytes_secret("id key", "id key", launch.id_key.to_bytes(8, "little"))]
+    secrets += [bytes_secret("bound", n, b.base.to_bytes(6, "little") + b.size.to_bytes(4, "little"))
+                for n, b in launch.buffers.items()]
+    for _ in range(3):
+        for name in spread:
+            size = launch.buffers[name].size
+            offs = [random.randrange(size + 64) for _ in range(LANES)]
+            tb.submit(WarpRequest(launch.ptr(name), [launch.ptr(name, o) for o in offs], FULL))
     ops = list(k.ops())
     tb.submit_ops(ops, launch)
     tb.submit(WarpRequest(launch.ptr(k.locals[0]), [launch.ptr(k.locals[0], -4)] * LANES, FULL))
-    for _ in range(150):
+    await scanner.control(secrets, tb.clk, 150, {"id key", "bound"})
+    for _ in range(random.randint(50, 150)):
+        await RisingEdge(tb.clk)
+    for _ in range(1000):               # at least one fetch done (L2 filled)
+        if int(dut.misses.value):
+            break
         await RisingEdge(tb.clk)
     assert tb.expected, "everything finished before the reset"
     assert int(dut.misses.value) > 0
     await tb.do_reset()
+    got = await refused.after_reset()
+    assert got == SCRUB, f"req refused for {got} cycles after the reset, not BCU.scrub_cycles = {SCRUB}"
+    for name in ("rbt_base", "kernel_id", "id_key"):    # the trusted side clears the config
+        getattr(dut, name).value = 0
+    await RisingEdge(tb.clk)
     await ReadOnly()
     for name in ("l1_hits", "l2_hits", "misses", "log_count", "log_first", "resp__valid",
                  "mem_req__valid"):
         assert int(getattr(dut, name).value) == 0, f"{name} not zero after reset"
+    scan = scanner.assert_clean(secrets, "after the reset")
+    assert not scan.nonzero(("l2_data",)), f"L2 entries not zero after the reset: {scan.nonzero(('l2_data',))}"
     answered = len(tb.answered)
     for _ in range(50):
         await RisingEdge(tb.clk)
     assert len(tb.answered) == answered and not tb.errors, "traffic from before the reset"
+    await tb.launch(launch, precise=True)
     tb.submit_ops(ops, launch)
     await tb.check_state("after reset")
     assert tb.model.misses == 64     # caches empty after reset

@@ -53,6 +53,11 @@ class Bench(TB):
         cocotb.start_soon(self._watch())
         cocotb.start_soon(self._host())
 
+    async def reset(self, cycles=2):
+        """Reset, then wait out the table scrub (``req_i`` refused ``scrub_cycles`` cycles)."""
+        await super().reset(cycles)
+        await self.until_high(self.dut.req_i__ready)
+
     async def _watch(self):
         d = self.dut
         firsts = deque()       # cycles cpl_i accepted a first beat not yet out on cpl_o

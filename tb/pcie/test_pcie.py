@@ -28,10 +28,13 @@ import cocotb
 import pytest
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from hw.pcie.layout import Cause, check_params
+from hw.pcie import PcieReadTable
+from hw.pcie.layout import Cause, check_params, dynamic_layout
 from hw.sxp.packet import Kind
 from sw.pcie import (Beat, CheckRegister, ModelError, RdTableModel, completion_packets, decode,
                      encode, header, random_split, timeout_bounds)
+from tb.common.payload import pack
+from tb.common.scrub import Refusals, Scanner, bytes_secret, int_secret
 from tb.common.stream import StreamSink, StreamSource, never, random_pause
 from tb.common.tb import TB
 
@@ -39,6 +42,7 @@ PARAMS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}"))
 P = check_params(**PARAMS)
 G = P.granule          # bytes of a beat: reads and legal completions are whole beats
 STATUS = ("err_count", "err_tag", "err_cause", "timeout_count", "timeout_tag", "outstanding")
+SCRUB = PcieReadTable(**PARAMS).scrub_cycles   # req_i refused after reset (the RTL's own)
 
 
 def pause(p):
@@ -136,6 +140,12 @@ class PcieTB(TB):
                 self._freed_at[t] = m.cycle
 
     # ---- stimulus ------------------------------------------------------------------
+    async def reset(self, cycles=2):
+        """Reset, then wait until ``req_i`` is ready (the table's rows are zeroed after a
+        reset, ``scrub_cycles`` cycles)."""
+        await super().reset(cycles)
+        await self.until_high(self.dut.req_i__ready)
+
     async def start(self):
         await self.reset()
         self.check()
@@ -369,11 +379,36 @@ async def random_traffic_with_faults(dut):
 async def reset_outstanding(dut):
     """Three resets, each with reads outstanding and a completion half forwarded: every
     tag is freed, the counters clear, nothing from before comes out, the next request gets
-    tag 0 again (the scoreboard checks all of it every cycle); then random traffic with
-    table-full episodes runs correctly to the end."""
+    tag 0 again (the scoreboard checks all of it every cycle); ``req_i`` is refused for
+    exactly ``PcieReadTable.scrub_cycles`` cycles after each reset while the table rows are
+    zeroed, and then no signal or memory word holds a word of a read's address or of its
+    table entry (next address and length left, where a row is 32 bits or wider), every
+    table row is zero (before each reset, as a control, the same scan finds both in the
+    live table, and rows in use); then random traffic
+    with table-full episodes runs correctly to the end."""
     tb = PcieTB(dut)
     tb.cpl_sink.set_pause(pause(0.3))
+    refused = Refusals(tb.clk, dut.rst, dut.req_i__ready)
     await tb.start()
+    assert await refused.after_reset() == SCRUB, "req_i refused after reset not for scrub_cycles"
+    scanner = Scanner(dut, skip=("req_i__", "cpl_i__"))
+    await ReadOnly()
+    scanner.baseline()
+    await RisingEdge(tb.clk)
+    # every read sent: its address, and its entry as the table holds it at each step
+    secrets, entry = [], dynamic_layout(P)
+    request = tb.request
+
+    def recorded(**fields):
+        addr, length = fields["addr"], fields["length"]
+        secrets.append(bytes_secret("address", f"{addr:#x}", addr.to_bytes(4, "little")))
+        first, units = addr // G, length // G
+        for done in range(units):
+            row = pack(entry, next=first + done, left=units - done)
+            secrets.append(int_secret("entry", f"{addr:#x}+{done}", row, (entry.size + 7) // 8))
+        request(**fields)
+
+    tb.request = recorded
     m = tb.model
     host = Host(tb, latency=(5, 80))
     for _ in range(3):
@@ -388,9 +423,21 @@ async def reset_outstanding(dut):
                 if hit:
                     break
                 await RisingEdge(tb.clk)
+        # (an entry narrower than 32 bits, as at lanes 4, holds no whole needle: then the
+        # row check below stands alone, and its control is that rows are in use now)
+        await scanner.control(secrets, tb.clk, 1, {"address"} | ({"entry"} if entry.size >= 32 else set()))
+        assert scanner.last.nonzero(("static", "dynamic")), "control: no table row in use before the reset"
+        await RisingEdge(tb.clk)
         tb.log.info("reset with %d reads outstanding, packet state %s", m.outstanding,
                     m.pkt_state)
         await tb.reset_now(host)
+        got = await refused.after_reset()
+        assert got == SCRUB, f"req_i refused for {got} cycles after reset, not scrub_cycles = {SCRUB}"
+        await ReadOnly()
+        scan = scanner.assert_clean(secrets, "after the reset")
+        rows = scan.nonzero(("static", "dynamic"))
+        assert not rows, f"table rows not zero after the reset: {rows}"
+        await RisingEdge(tb.clk)
         assert m.outstanding == 0
     finished, reads = len(m.finished), max(64, 2 * P.entries)
     await traffic(tb, host, reads)

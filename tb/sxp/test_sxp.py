@@ -29,9 +29,11 @@ import pytest
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from hw.aes.layout import BLOCK_BITS
+from hw.gcm import GcmCore
 from hw.sxp.packet import MAX_FRAME_BYTES, Header, Kind, beat_layout
 from hw.sxp.regs import (ADDR_KEY, ADDR_KEY_COMMIT, ADDR_KPHYSMAP, ADDR_KSEL_BASE,
-                         ADDR_KSEL_LIMIT, ADDR_KXBCTXMAP, KEY_WORDS, Cause)
+                         ADDR_KSEL_LIMIT, ADDR_KXBCTXMAP, KEY_WORDS, Cause,
+                         register_map)
 from sw.sxp.config import program, random_config
 from sw.sxp.driver import QueuedBus, SxpCsrDriver
 from sw.sxp.frames import (FRAME_SIZES, FRAMING_CASES, IV_BEAT, beats_of, blocks_of_beats,
@@ -39,7 +41,7 @@ from sw.sxp.frames import (FRAME_SIZES, FRAMING_CASES, IV_BEAT, beats_of, blocks
                            write_frame)
 from sw.sxp.model import Packet, SxpModel, header
 from tb.common.payload import pack, unpack
-from tb.common.scrub import holders
+from tb.common.scrub import Refusals, Scanner, bytes_secret, gcm_frame_secrets, gcm_key_secrets
 from tb.common.stream import StreamSink, StreamSource, interleave, never, random_pause
 from tb.common.tb import TB
 
@@ -243,6 +245,14 @@ class SxpTB(TB):
                 getattr(d, f"{p}__w_data").value = 0
 
     async def csr_read(self, addr, port="ccu"):
+        """Read *addr* on *port*; the model sees the read too (in trusted mode a host read
+        counts in DENIED)."""
+        v = await self._bus_read(addr, port)
+        if port == "host":
+            self.model.csr_read(addr, port)
+        return v
+
+    async def _bus_read(self, addr, port):
         d = self.dut
         getattr(d, f"{port}__addr").value = addr
         getattr(d, f"{port}__r_stb").value = 1
@@ -254,10 +264,10 @@ class SxpTB(TB):
         return v
 
     async def check_csr(self, addr, mask=0xFFFF_FFFF, port="ccu", what=""):
-        got = await self.csr_read(addr, port)
-        want = self.model.csr_read(addr)
+        want = self.model.csr_read(addr, port)
+        got = await self._bus_read(addr, port)
         assert got & mask == want & mask, \
-            f"{what or hex(addr)}: RTL reads {got:#x}, model {want:#x} (mask {mask:#x})"
+            f"{what or hex(addr)} ({port} port): RTL reads {got:#x}, model {want:#x} (mask {mask:#x})"
 
     def driver(self):
         bus = QueuedBus()
@@ -835,6 +845,20 @@ async def trusted_mode_locks_the_host(dut):
     for addr in (ADDR_KXBCTXMAP, ADDR_KXBCTXMAP + 4 * 5, ADDR_KPHYSMAP, ADDR_KSEL_BASE + 8,
                  ADDR_KSEL_LIMIT):
         await tb.check_csr(addr, what=f"config at {addr:#x} after refused host writes")
+    # ... and it reads nothing: configuration, exception record, counters, mode all read as
+    # zero on the host port while the CCU port reads them; every refused read counts
+    await tb.csr_write("ccu", ADDR_KSEL_BASE + 4 * 16, 0x5A5A_0000)   # something non-zero
+    before = await tb.csr_read(DENIED)
+    hidden = list(register_map(CONTEXTS))
+    for reg in hidden:
+        got = await tb.csr_read(reg.addr, "host")
+        assert got == 0, f"host read of {reg.name} in trusted mode returned {got:#x}"
+    assert (await tb.csr_read(ADDR_KSEL_BASE + 4 * 16)) == 0x5A5A_0000, "CCU read changed"
+    assert (await tb.csr_read(STATUS)) & 2, "the CCU no longer reads the mode"
+    got = await tb.csr_read(DENIED)
+    assert got == before + len(hidden), \
+        f"DENIED counted {got - before} of {len(hidden)} refused host reads"
+    await tb.check_csr(DENIED, what="DENIED after refused host reads")
     # the CCU still writes; data keeps flowing with the key the host could not replace
     await tb.csr_write("ccu", ADDR_KXBCTXMAP + 4, cfg.kx[1])
     phys = 0
@@ -874,28 +898,60 @@ async def key_slots_read_zero(dut):
 
 @cocotb.test()
 async def reset_scrubs(dut):
-    tb, rng, cfg, keys = await setup(dut)
-    secrets = list(keys.values())
+    """After a reset with a frame in flight and a key staged but not committed: each
+    engine's AES refuses input for exactly ``GcmCore.flush_cycles`` cycles, and no signal
+    or memory word holds a word of a context key, of its round keys, of H..H^LANES, of the
+    frame's E_K(J0) or GHASH partial hashes, or of the staged key (before the reset, as a
+    control, the same scan finds every one of those kinds in the live design); nothing
+    from before the reset comes out, and the old keys do not work."""
+    tb = SxpTB(dut)
+    flush = GcmCore(lanes=LANES).flush_cycles       # the RTL's own figure
+    # the engines' AES input (the SXP's own ports buffer in front of them)
+    engines = {name: getattr(dut, name).gcm.aes for name in ("engine_w", "engine_r")}
+    refused = {name: Refusals(tb.clk, dut.rst, aes.i__ready) for name, aes in engines.items()}
+
+    async def flushes(what):
+        for name, r in refused.items():
+            got = await r.after_reset()
+            assert got == flush, f"{what}: {name} refused input for {got} cycles after " \
+                                 f"reset, not GcmCore.flush_cycles = {flush}"
+
+    await tb.reset()
+    await flushes("power-on")
+    skip = ("xb_i__", "pcie_i__", "ccu__", "host__")
+    scanner = Scanner(dut, skip)
+    await ReadOnly()
+    scanner.baseline()
+    await RisingEdge(tb.clk)
+    scans = []                          # read in the first cycle the write engine is ready
+    refused["engine_w"].on_ready = lambda: scans.append(scanner.scan())
+    rng = random.Random(random.getrandbits(32))
+    cfg = random_config(rng, CONTEXTS, align=BB)
+    keys = {p: rng.randbytes(32) for p in range(CONTEXTS)}
+    await tb.configure(cfg, keys)
+    secrets = [s for k in keys.values() for s in gcm_key_secrets(k, LANES)]
     # stage a key without committing it, and run traffic
     staged = rng.randbytes(32)
+    secrets.append(bytes_secret("staged key", "staged", staged))
     await tb.csr_writes([(ADDR_KEY + 4 * k, int.from_bytes(staged[4 * k:4 * k + 4], "little"))
                          for k in range(KEY_WORDS)])
-    for p in frame_packets(write_frame(rng.randbytes(12), rng.randbytes(992)), rng, tile=1,
-                           xbctx=cfg.xbctx_of(0)[0], addr=cfg.region_of_phys(0)[0]):
+    nonce = rng.randbytes(12)
+    frame = write_frame(nonce, rng.randbytes(992))
+    secrets += gcm_frame_secrets(keys[0], nonce, frame[1:-1], False, "frame")
+    for p in frame_packets(frame, rng, tile=1, xbctx=cfg.xbctx_of(0)[0],
+                           addr=cfg.region_of_phys(0)[0]):
         tb.request(p)
-    await settle(tb, 30)
-    await ReadOnly()
-    skip = ("xb_i__", "pcie_i__", "ccu__", "host__")
-    assert holders(dut, secrets + [staged], skip), "control: no register holds a key word"
+    await scanner.control(secrets, tb.clk, 400, {s.kind for s in secrets})
     await RisingEdge(tb.clk)
     tb.xb_i.clear()
     await tb.reset()
+    await flushes("after the frame")
     tb.pcie_o.clear()
     tb.exp_w.clear()
+    scanner.assert_clean(secrets, "when the engines were ready after the reset", scans[-1])
     await settle(tb, 20)
     await ReadOnly()
-    left = holders(dut, secrets + [staged], skip)
-    assert not left, f"after reset these signals hold key words: {left[:5]}"
+    scanner.assert_clean(secrets, "20 cycles after the reset")
     await settle(tb)
     assert not tb.pcie_o.queue, "a beat from before the reset came out"
     # nothing of the old keys works: a frame on a configured context errs

@@ -1,0 +1,172 @@
+"""``cc_ctrl`` and ``cc_dma`` (hw/cc): the BAR0 decoupler and the DMA's key scrub.
+
+- ``cc_ctrl/decoupler`` on ``CCCtrl(depth=4, protected=3)``: in every row of the decoupler
+  (CC off, CC on, devtools, and the scrub that follows a reset or FLR), a host access that
+  the allow-list below does not permit never reaches the register file: the register file's
+  host port sees no read strobe (reads) / no write strobe (writes), a refused read returns
+  zero in the next cycle, and a refused write (firmware port idle, no reset or FLR) changes
+  no stored register (RW, WO, W1C bits only set by the hardware) and not the mode store.
+  The allow-list is written out here from the specification (docs/cc.md), not imported
+  from ``hw/cc/regs.py`` (the RTL's table). By k-induction.
+- ``cc_dma/reset_scrub`` on ``CCDma(channels=1, frame_blocks=2, slots=2, addr_bits=8)``:
+  the key state of the DMA is its ``gcm_core``'s contexts (cc_dma keeps no key register of
+  its own: the ``key`` stream goes straight into ``gcm_core.key``) and the per-channel IV
+  counters and key flags. ``max(scrub_cycles, gcm flush_cycles)`` cycles after reset
+  (both the RTL's constants), every reset-less register of the gcm_core (context key, H,
+  X, nonce, beat index, s0, P, read-ahead, O; the AES pipeline at its zero-key constants)
+  and the channel state (``has_key``, ``tx_next``, ``rx_next``, ``tx_spent``) are zero.
+  The mutant is the gcm_core's ``keep_key`` hook (the DMA's gcm instance is swapped before
+  elaboration: no hook in cc_dma itself).
+"""
+from amaranth.hdl import Cat, Signal
+
+from hw.cc import CCCtrl, CCDma
+from hw.csr import Access
+from hw.gcm import GcmCore
+
+from . import Harness, Property, free_inputs, freeze
+from .aes import scrub_checks
+from .gcm import gcm_scrub_value
+
+__all__ = ["PROPERTIES", "SPEC_ALLOW"]
+
+# ---------------------------------------------------------------- cc_ctrl decoupler
+# The host allow-list of docs/cc.md, written out by hand: byte address -> permissions in
+# (CC off, CC on, devtools); while the scrub runs only CC_MODE may be read. Any other
+# address is refused in every row.
+SPEC_ALLOW = {
+    0x00: ("r", "r", "r"),      # CC_MODE
+    0x04: ("w", "w", "w"),      # CC_MODE_SET
+    0x08: ("rw", "rw", "rw"),   # CC_STATUS
+    0x0C: ("r", "r", "r"),      # DEC_COUNT
+    0x10: ("r", "r", "r"),      # DEC_LOG
+    0x14: ("r", "r", "r"),      # FW_COUNT
+    0x18: ("r", "r", "r"),      # FW_LOG
+    0x20: ("rw", "", "rw"),     # PERF_CTRL
+    0x24: ("r", "", "r"),       # PERF_CYCLES
+    0x28: ("r", "", "r"),       # PERF_ACCESSES
+    **{0x40 + 4 * k: ("w", "", "") for k in range(8)},      # KEY0..7
+    **{0x80 + 4 * k: ("rw", "", "") for k in range(4)},     # SCRATCH0..3
+}
+SCRUB_READ = (0x00,)            # the scrub row: CC_MODE readable, nothing writable
+MODES = ("off", "on", "devtools")
+
+
+def _allowed(mode, scrub, addr, kind):
+    """A 1-bit value: the spec lets the host *kind* ("r"/"w") *addr* in this cycle."""
+    terms = []
+    for a, perms in SPEC_ALLOW.items():
+        for code, perm in enumerate(perms):
+            if kind in perm:
+                terms.append(~scrub & (mode == code) & (addr == a))
+    if kind == "r":
+        terms += [scrub & (addr == a) for a in SCRUB_READ]
+    return Cat(*terms).any()
+
+
+DEPTH, PROTECTED = 4, 3
+
+
+def decoupler(mutant=None):
+    h = Harness()
+    dut = CCCtrl(DEPTH, PROTECTED, _formal_mutant=mutant)
+    frozen, fragment = freeze(dut)
+    h.m.submodules.dut = frozen
+    free_inputs(h.m, dut)
+    rf = dut._rf
+    host = dut.host
+    # the row: the active mode (code 3 is never active after a reset; from an arbitrary
+    # state it counts as the scrub row, the most restrictive), or the scrub
+    scrub = Signal(name="spec_scrub")
+    h.m.d.comb += scrub.eq(~dut.ready | dut.flr | (dut.mode.as_value() == 3))
+    mode = dut.mode.as_value()
+    may_r, may_w = Signal(name="spec_may_read"), Signal(name="spec_may_write")
+    h.m.d.comb += [may_r.eq(_allowed(mode, scrub, host.addr, "r")),
+                   may_w.eq(_allowed(mode, scrub, host.addr, "w"))]
+    # reads: nothing refused reaches the register file, and it reads zero
+    h.check("read_not_forwarded", ~rf.host.r_stb, guard=host.r_stb & ~may_r)
+    refused_read = h.past(host.r_stb & ~may_r & ~h.rst, "refused_read_prev")
+    h.check("refused_read_zero", host.r_data == 0, guard=refused_read)
+    # writes: nothing refused reaches the register file, and no register changes
+    h.check("write_not_forwarded", ~rf.host.w_stb, guard=host.w_stb & ~may_w)
+    refused_write = h.past(host.w_stb & ~may_w & ~dut.fw.w_stb & ~dut.flr & ~h.rst,
+                           "refused_write_prev")
+    for reg in rf.regmap:
+        for f in reg.fields:
+            port = rf[reg.name][f.name]
+            if f.access in (Access.RW, Access.WO):
+                prev = h.past(port.q, f"{reg.name}_{f.name}_prev")
+                h.check(f"kept_{reg.name}_{f.name}", port.q == prev, guard=refused_write)
+            elif f.access is Access.W1C:
+                prev = h.past(port.q, f"{reg.name}_{f.name}_prev")
+                h.check(f"not_cleared_{reg.name}_{f.name}", (prev & ~port.q) == 0,
+                        guard=refused_write)
+    store_prev = h.past(dut.mode_store, "mode_store_prev")
+    h.check("mode_store_kept", dut.mode_store.as_value() == store_prev, guard=refused_write)
+    h.notes.append("spec allow-list (address: off/on/devtools; scrub: CC_MODE read only): "
+                   + ", ".join(f"{a:#04x}:{'/'.join(p or '-' for p in perms)}"
+                               for a, perms in SPEC_ALLOW.items()))
+    return h
+
+
+# ---------------------------------------------------------------- cc_dma key scrub
+DMA = {"channels": 1, "frame_blocks": 2, "slots": 2, "addr_bits": 8}
+DMA_ROLES = {
+    "context key": r"^gcm\.ctx\d+_key$",
+    "H (hash key)": r"^gcm\.ctx\d+_h$",
+    "X (partial hash)": r"^gcm\.ctx\d+_x$",
+    "nonce (counter block)": r"^gcm\.ctx\d+_nonce$",
+    "beat index (counter)": r"^gcm\.ctx\d+_beat$",
+    "AES input key (s0)": r"^gcm\.s0_key$",
+    "E_K(J0) / tag mask, operands (P)": r"^gcm\.p$",
+    "AES round keys": r"^gcm\.aes\.s\d+_key$",
+    "IV counters": r"^(tx|rx)_next\d+$",
+}
+_DMA_STATE = r"^(tx|rx)_next\d+$"
+
+
+def dma_scrub(mutant=None):
+    import re
+    h = Harness()
+    dut = CCDma(**DMA)
+    if mutant is not None:
+        dut._gcm._MustUse__used = True
+        dut._gcm = GcmCore(DMA["channels"], _formal_mutant=mutant)
+    frozen, fragment = freeze(dut)
+    h.m.submodules.dut = frozen
+    free_inputs(h.m, dut)
+    n = _dma_n()
+
+    def covered(path, sig):
+        return (path.startswith("gcm.") and sig.reset_less) or re.match(_DMA_STATE, path)
+
+    def expected(path, sig):
+        return gcm_scrub_value(path[len("gcm."):], sig) if path.startswith("gcm.") else 0
+    scrub_checks(h, fragment, n, covered, expected, DMA_ROLES)
+    return h
+
+
+def _dma_n():
+    ref = CCDma(**DMA)
+    ref._MustUse__used = ref._gcm._MustUse__used = True
+    return max(getattr(ref, "scrub_cycles", 0), ref._gcm.flush_cycles)
+
+
+N_DMA = _dma_n()
+PROPERTIES = [
+    Property("cc_ctrl", "decoupler", decoupler, depth=DEPTH + 4, induction=1,
+             params={"depth": DEPTH, "protected": PROTECTED},
+             doc="every row: a host access outside the (hand-written) allow-list never "
+                 "reaches a register; refused reads return 0, refused writes change nothing"),
+    Property("cc_ctrl", "decoupler.mutant_open_scratch0", lambda: decoupler("open_scratch0"),
+             depth=DEPTH + 4, induction=1, mutant=True,
+             params={"depth": DEPTH, "protected": PROTECTED, "_formal_mutant": "open_scratch0"},
+             doc="SCRATCH0 readable and writable in CC on"),
+    Property("cc_dma", "reset_scrub", dma_scrub, depth=N_DMA + 2, window=True, params=DMA,
+             doc=f"{N_DMA} cycles after reset the gcm_core contexts, its pipeline and the "
+                 "channel key/IV state are scrubbed"),
+    Property("cc_dma", "reset_scrub.mutant_keep_key", lambda: dma_scrub("keep_key"),
+             depth=N_DMA + 2, window=True, mutant=True,
+             params={**DMA, "gcm_core._formal_mutant": "keep_key"},
+             doc="the reset does not clear gcm_core's context key"),
+]

@@ -1,0 +1,139 @@
+"""``bcu`` (hw/gpushield): bounds-check soundness for Type 2 warps, over a symbolic RBT entry.
+
+Design: ``BCU(lanes=4)`` (the pipeline, the L1/L2 RCaches, the checker; small lane count so
+the front stays small).
+
+Environment (the harness):
+
+- ``id_key``, ``kernel_id``, ``rbt_base`` are constants (``AnyConst``: every value); ``launch``
+  and ``precise`` are free in every cycle (a launch flushes the caches; the key does not
+  change, so the cached entries stay valid for it).
+- A watched buffer: a symbolic encrypted id ``ew`` and a symbolic 128-bit RBT entry ``E``.
+  The RBT memory is modelled with one request outstanding, answered after any delay: the
+  fetch issued for a micro-op with encrypted id ``ew`` (the micro-op in the engine's
+  register E, whose fetch it is) is answered with ``E``, every other fetch with a free
+  value. So ``E`` is "the entry fetched for its id"; the fetch *address* (``rbt_base +
+  16 * decrypt(ew)``) is not part of this property — relating it to the id would make the
+  solver prove the Feistel cipher's decryption inverse to an encryption, which does not
+  finish (the id cipher is checked against the golden model in simulation).
+- Requests are free but follow the stream rule (a request offered and not taken is offered
+  again, unchanged: the front issues a multi-id warp over several cycles from the port).
+- One watched request, chosen by the solver among the accepted ones (a free ``pick`` at
+  acceptance), is recorded; answers come in request order, so the harness counts requests
+  and answers to find its answer.
+
+Property ``soundness``: if the watched request's answer has ``ok`` = 1 and its base pointer
+is Type 2, then every active lane whose pointer is Type 2 with encrypted id ``ew``
+accesses only bytes inside ``E``: ``E.base <= addr`` and ``addr + 2^size_log2 <= E.base +
+E.size`` (49-bit arithmetic), and ``E`` is valid, belongs to ``kernel_id``, and is not
+read-only when the access is a store. Whatever the history of the caches: the entry may
+come from a fetch, the L2 or the L1.
+
+Initial state: the BCU's reset scrub (the L2 entries zeroed one per cycle, ``scrub_cycles``)
+would cost 64 BMC steps of nothing, so the BMC starts instead in any state in which every
+register with a reset holds its reset value and the L2 scrub is over (registers without a
+reset and the L2 entry memory arbitrary): a superset of the state the BCU is in after a
+reset and its scrub. No reset afterwards. Bounded (no induction: the cache contents would
+need an invariant relating them to the memory).
+"""
+from amaranth.hdl import Cat, Const, Mux, Signal, Value
+from amaranth.lib import data
+
+from hw.gpushield import BCU
+from hw.gpushield.layout import ID_BITS, RBT_ENTRY, VA_BITS, PtrType, uop_layout
+
+from . import Harness, Property, freeze, registers
+
+__all__ = ["PROPERTIES"]
+
+LANES = 4
+COUNT_BITS = 6          # requests counted by the harness (more than the BMC depth)
+
+
+def soundness(mutant=None, lanes=LANES):
+    h = Harness(reset=False)
+    m = h.m
+    dut = BCU(lanes, _formal_mutant=mutant)
+    frozen, fragment = freeze(dut)
+    m.submodules.dut = frozen
+    # the state after a reset and the scrub
+    for path, sig in registers(fragment):
+        if sig.reset_less:
+            continue
+        init = 0 if path.endswith("l2_scrubbing") else sig.init
+        h.assume(~h.first | (sig == init))
+    # configuration: constants
+    key = h.any_const(dut.id_key.shape(), "id_key")
+    kernel = h.any_const(dut.kernel_id.shape(), "kernel_id")
+    rbt = h.any_const(dut.rbt_base.shape(), "rbt_base")      # (the fetch address: not checked)
+    m.d.comb += [dut.id_key.eq(key), dut.kernel_id.eq(kernel), dut.rbt_base.eq(rbt),
+                 dut.launch.eq(h.any_seq(1, "launch")), dut.precise.eq(h.any_seq(1, "precise"))]
+    # requests and answer back-pressure: free
+    m.d.comb += [dut.req.valid.eq(h.any_seq(1, "req_valid")),
+                 Value.cast(dut.req.payload).eq(h.any_seq(len(Value.cast(dut.req.payload)), "req_payload")),
+                 dut.resp.ready.eq(h.any_seq(1, "resp_ready"))]
+    # the stream rule on req: a request offered and not taken stays, unchanged
+    held = h.past(dut.req.valid & ~dut.req.ready, "req_held_prev")
+    payload_prev = h.past(dut.req.payload, "req_payload_prev")
+    h.assume(h.first | ~held | (dut.req.valid & (Value.cast(dut.req.payload) == payload_prev)))
+    # the watched buffer: its encrypted id and its RBT entry
+    watched = h.any_const(ID_BITS, "watched_enc_id")
+    entry = h.any_const(RBT_ENTRY, "watched_entry")
+    # the RBT memory, one request outstanding, any latency: a fetch for the watched id
+    # (the micro-op in the engine's register E, whose fetch this is) returns the entry,
+    # any other fetch a free value
+    e_op = data.View(uop_layout(lanes), dict(registers(fragment))["engine.e_op"])
+    pend, pend_mine = Signal(name="mem_pending"), Signal(name="mem_for_watched")
+    m.d.comb += dut.mem_req.ready.eq(~pend & h.any_seq(1, "mem_req_ready"))
+    with m.If(dut.mem_req.valid & dut.mem_req.ready):
+        m.d.sync += [pend.eq(1), pend_mine.eq(e_op.eid == watched)]
+    with m.Elif(dut.mem_resp.valid & dut.mem_resp.ready):
+        m.d.sync += pend.eq(0)
+    m.d.comb += [dut.mem_resp.valid.eq(pend & h.any_seq(1, "mem_resp_valid")),
+                 dut.mem_resp.payload.data.eq(Mux(pend_mine, entry, h.any_seq(128, "mem_other")))]
+    h.assume(~h.first | ~pend)
+    # the watched request and its answer
+    req, resp = dut.req, dut.resp
+    accepted = req.valid & req.ready
+    answered = resp.valid & resp.ready
+    n_req, n_resp = Signal(COUNT_BITS, name="requests"), Signal(COUNT_BITS, name="answers")
+    picked, index = Signal(name="picked"), Signal(COUNT_BITS, name="picked_index")
+    saved = Signal(req.payload.shape(), name="picked_req")
+    pick = h.any_seq(1, "pick")
+    h.assume(~h.first | ((n_req == 0) & (n_resp == 0) & ~picked))
+    with m.If(accepted):
+        m.d.sync += n_req.eq(n_req + 1)
+        with m.If(pick & ~picked):
+            m.d.sync += [picked.eq(1), index.eq(n_req), saved.eq(req.payload)]
+    with m.If(answered):
+        m.d.sync += n_resp.eq(n_resp + 1)
+    h.assume(n_req != (1 << COUNT_BITS) - 1)        # the counters never wrap in the bound
+    mine = picked & answered & (n_resp == index)
+    t2 = PtrType.T2.value
+    base_t2 = saved.base.type.as_value() == t2
+    size = Cat(Const(1, 1), Const(0, 7)) << saved.size_log2     # 1, 2, 4 or 8 bytes
+    e = entry
+    limit = Signal(VA_BITS + 1, name="watched_limit")
+    m.d.comb += limit.eq(e.base + e.size)
+    for k in range(lanes):
+        ptr = saved.addr[k]
+        lane_w = saved.mask[k] & (ptr.type.as_value() == t2) & (ptr.meta.id == watched)
+        end = Signal(VA_BITS + 1, name=f"lane{k}_end")
+        m.d.comb += end.eq(ptr.addr + size)
+        inside = (ptr.addr >= e.base) & (end <= limit) & e.valid & (e.kernel_id == kernel) & \
+            ~(saved.store & e.read_only)
+        h.check(f"lane{k}_inside_entry", inside, guard=mine & resp.payload.ok & base_t2 & lane_w)
+    h.notes.append(f"BCU(lanes={lanes}); watched id: AnyConst, entry: AnyConst; "
+                   "initial state: resets applied, L2 scrub over")
+    return h
+
+
+DEPTH = 18
+PROPERTIES = [
+    Property("bcu", "soundness", soundness, depth=DEPTH, params={"lanes": LANES},
+             doc="ok for a Type 2 warp: every active lane of the watched id is inside the "
+                 "fetched (symbolic) entry, whichever cache answered"),
+    Property("bcu", "soundness.mutant_ignore_size", lambda: soundness("ignore_size"),
+             depth=DEPTH, mutant=True, params={"lanes": LANES, "_formal_mutant": "ignore_size"},
+             doc="the checker ends an access at its first byte (ignores the access size)"),
+]
