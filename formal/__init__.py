@@ -94,6 +94,19 @@ def registers(fragment, prefix=""):
     return found
 
 
+def submodule(fragment, path):
+    """The elaboratable (e.g. a component) that was elaborated into the submodule at *path*
+    (``"engine"``, ``"a.b"``) of *fragment*."""
+    for name in path.split("."):
+        for sub, sub_name, _ in fragment.subfragments:
+            if sub_name == name:
+                fragment = sub
+                break
+        else:
+            raise KeyError(f"no submodule {name!r} in {path!r}")
+    return fragment.origins[0]
+
+
 def free_inputs(m, dut, skip=()):
     """Drive every input port of component *dut* with a free value (``AnySeq``), except
     the port paths in *skip* (tuples, as ``signature.flatten`` gives them)."""
@@ -236,4 +249,4 @@ def select(props, block=None, name=None):
     return out
 
 
-__all__ += ["select", "freeze", "rtl_constant"]
+__all__ += ["select", "freeze", "rtl_constant", "submodule"]

