@@ -432,7 +432,8 @@ async def reset_mid_traffic(dut):
     await RisingEdge(tb.clk)
     scans = []                          # read in the first cycle the input is ready again
     refusals.on_ready = lambda: scans.append(scanner.scan())
-    lists, frames = random_traffic(frames_per_ctx=2, max_blocks=20, rekey=0)
+    # as many beats in flight at every lanes (a lanes-4 beat carries 4 blocks)
+    lists, frames = random_traffic(frames_per_ctx=2 * LANES, max_blocks=20, rekey=0)
     keys = [it[2] for lst in lists for it in lst if it[0] == "key"]
     secrets = [s for k in keys for s in gcm_key_secrets(k, LANES)]
     for label, key, nonce, pt, _, _ in frames:      # X over the ciphertext either way
