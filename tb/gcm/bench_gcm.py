@@ -38,13 +38,18 @@ def workload(contexts, beats):
     return ops
 
 
-async def measure(dut, contexts, label):
+async def _start(dut):
+    """A reset gcm_core with drivers on `key` and `i`, a sink on `o`, and a fresh model."""
     tb = TB(dut)
     key_src = StreamSource(dut, "key", tb.clk)
     i_src = StreamSource(dut, "i", tb.clk)
     sink = StreamSink(dut, "o", tb.clk)
     await tb.reset()
-    model = GcmCoreModel(CONTEXTS, LANES)
+    return tb, key_src, i_src, sink, GcmCoreModel(CONTEXTS, LANES)
+
+
+async def measure(dut, contexts, label):
+    tb, key_src, i_src, sink, model = await _start(dut)
     keys = {c: random.getrandbits(256) for c in range(contexts)}
     for c, k in keys.items():
         key_src.send(pack(key_layout(), ctx=c, key=k))
@@ -96,12 +101,7 @@ async def key_install_cost(dut):
     """What a key install costs the data stream: one context streams frames back to back
     while keys are installed into another context every INSTALL_EVERY cycles; the cycles
     the stream loses, per install (the figure docs/gcm.md states as "one input slot")."""
-    tb = TB(dut)
-    key_src = StreamSource(dut, "key", tb.clk)
-    i_src = StreamSource(dut, "i", tb.clk)
-    sink = StreamSink(dut, "o", tb.clk)
-    await tb.reset()
-    model = GcmCoreModel(CONTEXTS, LANES)
+    tb, key_src, i_src, sink, model = await _start(dut)
     key = random.getrandbits(256)
     key_src.send(pack(key_layout(), ctx=0, key=key))
     model.install_key(0, key)
