@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from amaranth.asserts import AnyConst, AnySeq, Initial
-from amaranth.hdl import (Assert, Assume, ClockDomain, Elaboratable, Fragment, Module, Mux,
-                          Signal, Value)
+from amaranth.hdl import (Assert, Assume, ClockDomain, Elaboratable, Fragment, Module, Signal,
+                          Value)
 from amaranth.lib import wiring
 
 __all__ = ["Property", "Harness", "Frozen", "registers", "free_inputs", "Stub", "BLOCKS",
@@ -218,11 +218,22 @@ class Harness:
         return rtlil.convert(self.m, name="top", ports=[self.domain.clk])
 
 
+def discard(obj, _depth=3):
+    """Mark an elaboratable that the harness built but does not elaborate (a block replaced
+    by a stub, a reference instance), and the elaboratables it holds, as used: no
+    ``UnusedElaboratable`` warning."""
+    if isinstance(obj, Elaboratable):
+        obj._MustUse__used = True
+        if _depth:
+            for value in vars(obj).values():
+                discard(value, _depth - 1)
+
+
 def rtl_constant(factory, attribute):
     """``getattr(factory(), attribute)``: a constant the RTL defines on its instances (e.g.
     ``AES256.flush_cycles``), read from a throw-away instance."""
     obj = factory()
-    obj._MustUse__used = True           # built for its constant only: no "unused" warning
+    discard(obj)                        # built for its constant only
     return getattr(obj, attribute)
 
 
@@ -249,4 +260,4 @@ def select(props, block=None, name=None):
     return out
 
 
-__all__ += ["select", "freeze", "rtl_constant", "submodule"]
+__all__ += ["select", "freeze", "rtl_constant", "submodule", "discard"]

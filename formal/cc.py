@@ -18,13 +18,15 @@
   The mutant is the gcm_core's ``keep_key`` hook (the DMA's gcm instance is swapped before
   elaboration: no hook in cc_dma itself).
 """
+import re
+
 from amaranth.hdl import Cat, Signal
 
 from hw.cc import CCCtrl, CCDma
 from hw.csr import Access
 from hw.gcm import GcmCore
 
-from . import Harness, Property, free_inputs, freeze
+from . import Harness, Property, discard, free_inputs, freeze
 from .aes import scrub_checks
 from .gcm import gcm_scrub_value
 
@@ -126,11 +128,10 @@ _DMA_STATE = r"^(tx|rx)_next\d+$"
 
 
 def dma_scrub(mutant=None):
-    import re
     h = Harness()
     dut = CCDma(**DMA)
     if mutant is not None:
-        dut._gcm._MustUse__used = True
+        discard(dut._gcm)
         dut._gcm = GcmCore(DMA["channels"], _formal_mutant=mutant)
     frozen, fragment = freeze(dut)
     h.m.submodules.dut = frozen
@@ -147,8 +148,10 @@ def dma_scrub(mutant=None):
 
 
 def _dma_n():
+    """The cycle the checks look at: the later of the DMA's staging scrub and its gcm_core's
+    flush (both the RTL's constants), after which the key port opens."""
     ref = CCDma(**DMA)
-    ref._MustUse__used = ref._gcm._MustUse__used = True
+    discard(ref)
     return max(getattr(ref, "scrub_cycles", 0), ref._gcm.flush_cycles)
 
 

@@ -26,15 +26,25 @@ Property ``soundness``: if the watched request's answer has ``ok`` = 1 and its b
 is Type 2, then every active lane whose pointer is Type 2 with encrypted id ``ew``
 accesses only bytes inside ``E``: ``E.base <= addr`` and ``addr + 2^size_log2 <= E.base +
 E.size`` (49-bit arithmetic), and ``E`` is valid, belongs to ``kernel_id``, and is not
-read-only when the access is a store. Whatever the history of the caches: the entry may
-come from a fetch, the L2 or the L1.
+read-only when the access is a store. Two lemmas are checked in every cycle as well: an L1
+way tagged ``ew`` holds ``E`` (as the RCache entry: base, size, valid, read-only, kernel
+match), and the engine's answer for a micro-op of id ``ew`` carries it.
 
-Initial state: the BCU's reset scrub (the L2 entries zeroed one per cycle, ``scrub_cycles``)
-would cost 64 BMC steps of nothing, so the BMC starts instead in any state in which every
-register with a reset holds its reset value and the L2 scrub is over (registers without a
-reset and the L2 entry memory arbitrary): a superset of the state the BCU is in after a
-reset and its scrub. No reset afterwards. Bounded (no induction: the cache contents would
-need an invariant relating them to the memory).
+Initial state: the BCU's reset scrub (the L2 entries zeroed one per cycle, ``scrub_cycles``
+= 64) would cost 64 BMC steps of nothing, so the BMC starts instead in any state in which
+every register with a reset holds its reset value (empty pipeline, empty RCaches) and the
+L2 scrub is over; registers without a reset and the L2 entry memory are arbitrary. That
+is a superset of the state the BCU is in after a reset and its scrub. No reset afterwards.
+
+**Bounded, 12 steps.** The first answer can leave in step 11 (front 3 registers, the
+engine's miss path LOOKUP → L2_TAG → FETCH_REQ → FETCH_WAIT → FETCHED, checker 3
+registers): the bound covers every warp answered from a fetch (any number of micro-ops,
+lanes of other ids, launches, stalls and back-pressure before it) — the mutant fails in
+step 11 — but not an answer from an RCache *hit* of the watched id, which needs step 12
+or more (a fill, then a second request): step 12 did not finish within 15 minutes, nor
+did variants that start with an L1 already holding ``E`` (answers from step 7). The L1
+lemma is proved for every reachable fill within the bound. No induction: the cache
+contents would need an invariant over the L2 entry memory.
 """
 from amaranth.hdl import Cat, Const, Mux, Signal, Value
 from amaranth.lib import data
@@ -152,7 +162,7 @@ DEPTH = 12
 PROPERTIES = [
     Property("bcu", "soundness", soundness, depth=DEPTH, params={"lanes": LANES},
              doc="ok for a Type 2 warp: every active lane of the watched id is inside the "
-                 "fetched (symbolic) entry, whichever cache answered"),
+                 "(symbolic) entry fetched for it; bounded: answers from a fetch"),
     Property("bcu", "soundness.mutant_ignore_size", lambda: soundness("ignore_size"),
              depth=DEPTH, mutant=True, params={"lanes": LANES, "_formal_mutant": "ignore_size"},
              doc="the checker ends an access at its first byte (ignores the access size)"),

@@ -21,29 +21,28 @@ properties); it only loses properties that need the datapath to behave (none her
   strobes of KEY_W0..7, KEY_COMMIT and CTRL come from the ccu port only (with its data);
   with the ccu port idle the staging words do not change and the holding register only
   clears; and trusted mode stays on. By k-induction.
-- ``key_slots_read_zero``: a read of KEY_W0..7 or KEY_COMMIT from either port returns zero.
-- ``key_slots_noninterference`` (the strong form): a miter of two copies of the SXP that
-  see the same inputs except the data of every write to a key slot (KEY_W0..7), which is
-  free in each copy, and whose stubbed datapaths produce the same values: both ports'
-  read data, ``irq`` and every readable register source (stored fields and the hardware
-  status fields, STATUS.key_busy included) are equal in the two copies, in every cycle.
-  So no bit of a staged key can reach a register read. (The keys do change what the
-  engines do — a wrong key fails a tag — which the shared stubs leave out on purpose:
-  this is about the register file and the control plane, not about the cipher.)
+- ``key_slots_write_only``: a miter of two copies of the SXP that see the same inputs
+  except the data of every write to a key slot (KEY_W0..7), which is free in each copy,
+  and whose stubbed datapaths produce the same values. A read of KEY_W0..7 or KEY_COMMIT
+  returns zero on both ports; both ports' read data, ``irq``, every hardware source of a
+  read field (STATUS.key_busy included) and every flip-flop except the staging words and
+  the holding register are equal in the two copies, in every cycle (by k-induction). So
+  no bit of a staged key can reach a register read. (The keys do change what the engines
+  do — a wrong key fails a tag — which the shared stubs leave out on purpose: this is
+  about the register file and the control plane, not about the cipher.)
 """
 import re
 
+from amaranth.asserts import AnySeq
 from amaranth.hdl import Cat, Mux, Signal, Value
+from amaranth.lib import wiring
 
 from hw.csr import Access
 from hw.sxp import SXP
 from hw.sxp.control import KeyStager, TrustGate
 from hw.sxp.regs import ADDR_KEY, ADDR_KEY_COMMIT, KEY_WORDS
 
-from amaranth.asserts import AnySeq
-from amaranth.lib import wiring
-
-from . import Harness, Property, Stub, free_inputs, freeze, registers
+from . import Harness, Property, Stub, discard, free_inputs, freeze, registers
 from .aes import scrub_checks
 
 __all__ = ["PROPERTIES", "control_plane", "register_file"]
@@ -60,13 +59,13 @@ def control_plane(contexts=CONTEXTS, lanes=LANES, *, trust=None, keys=None, driv
     sxp = SXP(contexts, lanes)
     for name in DATAPATH:
         block = getattr(sxp, name)
-        block._MustUse__used = True
+        discard(block)
         setattr(sxp, name, Stub(block.signature, None if drivers is None else drivers[name]))
     if trust is not None:
-        sxp.trust._MustUse__used = True
+        discard(sxp.trust)
         sxp.trust = TrustGate(contexts, _formal_mutant=trust)
     if keys is not None:
-        sxp.keys._MustUse__used = True
+        discard(sxp.keys)
         sxp.keys = KeyStager(contexts, _formal_mutant=keys)
     frozen, fragment = freeze(sxp)
     return sxp, frozen, fragment, register_file(fragment)
@@ -151,14 +150,8 @@ def trusted_lock(mutant=None):
 # ---------------------------------------------------------------- write-only key slots
 def _datapath_signatures():
     sxp = SXP(CONTEXTS, LANES)
-    sigs = {}
-    for name in DATAPATH:
-        getattr(sxp, name)._MustUse__used = True
-        sigs[name] = getattr(sxp, name).signature
-    for name in ("keys", "trust", "exceptions"):
-        getattr(sxp, name)._MustUse__used = True
-    sxp._MustUse__used = True
-    return sigs
+    discard(sxp)
+    return {name: getattr(sxp, name).signature for name in DATAPATH}
 
 
 def key_slots_write_only(mutant=None):

