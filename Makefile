@@ -1,7 +1,7 @@
 # The commands our users type. Every target creates/updates the project virtualenv
 # (.venv, from pyproject.toml) on first use; all output goes to sim_build/.
 #
-#   make sim   [BLOCK=<block>] [SEED=<n>] [JOBS=<n>] [LANES4=1]   cocotb regression on Verilator (the main job)
+#   make sim   [BLOCK=<block>] [SEED=<n>] [JOBS=<n>]   cocotb regression on Verilator (the main job)
 #   make test                               golden-model/script unit tests + contracts + regression
 #   make verilog                            sim_build/verilog/<design>.v for every design
 #   make waves TEST=<test>                  rerun one test with tracing, open GTKWave
@@ -23,10 +23,6 @@ XDIST = $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile)
 
 ifneq ($(SEED),)
 export SEED
-endif
-# LANES4=1 adds the lanes-4 sxp_system regression (a 10-15-minute build)
-ifneq ($(LANES4),)
-export LANES4
 endif
 export PYTHONPATH := $(CURDIR)
 

@@ -118,7 +118,7 @@ DMA_ROLES = {
     "H (hash key)": r"^gcm\.ctx\d+_h$",
     "X (partial hash)": r"^gcm\.ctx\d+_x$",
     "nonce (counter block)": r"^gcm\.ctx\d+_nonce$",
-    "beat index (counter)": r"^gcm\.ctx\d+_beat$",
+    "beat index (counter)": r"^gcm\.ctx\d+_(beat|beat1|count)$",
     "AES input key (s0)": r"^gcm\.s0_key$",
     "E_K(J0) / tag mask, operands (P)": r"^gcm\.p$",
     "AES round keys": r"^gcm\.aes\.s\d+_key$",

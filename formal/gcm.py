@@ -1,8 +1,8 @@
 """``gcm_core`` (hw/gcm): reset scrub of every key-bearing register.
 
 gcm_core's wide registers have no reset: the reset cycle writes zeros into them through
-their write ports (context key, nonce, beat index, X, H, H³ at lanes 4; s0, P, x_r, pw, O),
-and its AES flushes itself for ``flush_cycles`` cycles afterwards while ``key``/``i`` are
+their write ports (context key, nonce, beat index b and b ± 1, X, H, H³ at lanes 4; s0, P,
+x_r, pw, O), and its AES flushes itself for ``flush_cycles`` cycles afterwards while ``key``/``i`` are
 refused. Property ``reset_scrub``: from an arbitrary state, reset in the first cycle, any
 inputs and later resets: ``GcmCore.flush_cycles`` cycles after the reset was last released
 every reset-less register of gcm_core and of its AES (found by walking the elaborated
@@ -21,7 +21,7 @@ GCM_ROLES = {
     "H (hash key)": r"(^|\.)ctx\d+_h$",
     "X (partial hash)": r"(^|\.)ctx\d+_x$",
     "nonce (counter block)": r"(^|\.)ctx\d+_nonce$",
-    "beat index (counter)": r"(^|\.)ctx\d+_beat$",
+    "beat index (counter)": r"(^|\.)ctx\d+_(beat|beat1|count)$",
     "AES input key (s0)": r"(^|\.)s0_key$",
     "powers of H (read-ahead)": r"(^|\.)pw\d$",
     "E_K(J0) / tag mask, operands (P)": r"(^|\.)p$",

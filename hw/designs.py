@@ -36,6 +36,7 @@ DESIGNS = {
     "sxp_system_x4": Design("system", "hw.top:SxpSystem", (("lanes", 4),)),
     "cc_ctrl": Design("cc", "hw.cc:CCCtrl"),
     "cc_dma": Design("cc", "hw.cc:CCDma"),
+    "gpu_cc": Design("cc", "hw.cc:GpuCC"),
 }
 
 

@@ -111,21 +111,13 @@ def main():
                         help="designs converted in parallel (default: one per core)")
     args = parser.parse_args()
     names = args.names or available()
-    # Conversions are single-threaded Python, one process per core, a fresh process per
-    # design (a converter keeps its peak memory). The lanes-4 SXP designs peak near 10 GB
-    # each, so they go one after another in a lane of their own, beside the others.
-    heavy = [n for n in names if n.startswith("sxp") and n.endswith("_x4")]
-    light = [n for n in names if n not in heavy]
-    lanes = [light, heavy] if args.jobs > 1 else [light + heavy]
-    pools = [ProcessPoolExecutor(max_workers=max(1, args.jobs - len(lanes) + 1) if k == 0 else 1,
-                                 max_tasks_per_child=1) for k in range(len(lanes))]
-    futures = [(name, pool.submit(_generate_one, name)) for pool, group in zip(pools, lanes)
-               for name in group]
-    for name, future in futures:
-        future.result()
-        print(f"{name}: {(VERILOG_DIR / f'{name}.v').relative_to(ROOT)}")
-    for pool in pools:
-        pool.shutdown()
+    # Conversions are single-threaded Python: one process per core, a fresh process per
+    # design (a converter keeps its peak memory until it exits).
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs), max_tasks_per_child=1) as pool:
+        futures = [(name, pool.submit(_generate_one, name)) for name in names]
+        for name, future in futures:
+            future.result()
+            print(f"{name}: {(VERILOG_DIR / f'{name}.v').relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -172,7 +172,9 @@ class CCCtrl(wiring.Component):
         req, resp = self.mem_req.payload, self.mem_resp
         resp_ok, resp_rd = Signal(), Signal()
         with m.If(flr):
-            m.d.sync += resp.valid.eq(0)
+            # the response register lets go of the word it held (its data lines are
+            # Mux(ok & rd, rp.data, 0): clearing ok/rd zeroes them from the next cycle)
+            m.d.sync += [resp.valid.eq(0), resp_ok.eq(0), resp_rd.eq(0)]
         m.d.comb += self.mem_req.ready.eq(~blocked & (~resp.valid | resp.ready))
         take = self.mem_req.valid & self.mem_req.ready
         prot = req.addr < self.protected if self.protected < self.depth else Const(1)
@@ -186,7 +188,11 @@ class CCCtrl(wiring.Component):
         with m.Elif(resp.ready & ~flr):
             m.d.sync += resp.valid.eq(0)
         m.d.comb += [
-            rp.addr.eq(req.addr), rp.en.eq(take & ~refuse & ~req.write),
+            # while the scrub runs the read port re-reads word 0 (zeroed in the walk's first
+            # cycle): its data register (no reset) lets go of the last word read before the
+            # reset — protected data the DMA read in gpu_cc (found by its FLR scan)
+            rp.addr.eq(Mux(scrubbing, 0, req.addr)),
+            rp.en.eq(scrubbing | (take & ~refuse & ~req.write)),
             resp.payload.ok.eq(resp_ok),
             resp.payload.data.eq(Mux(resp_ok & resp_rd, rp.data, 0)),
             wp.addr.eq(Mux(scrubbing, scrub_addr, req.addr)),

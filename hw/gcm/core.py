@@ -13,7 +13,9 @@ successor can take its contents: ``o.ready`` low stalls everything that is full)
   ``i`` beat. A key install writes the key, sets ``has_key``, clears ``active`` and sends
   the zero block (→ H). A beat reads its context (key, nonce, beat index *b*, flags),
   decides ``err`` and updates *b* / nonce / ``active`` at once, so the next beat on the
-  same context in the next cycle sees it. Lane *k* of beat *b* (IV beat: b = 0) encrypts
+  same context in the next cycle sees it. *b* + 1 (and at L = 1 the block count *b* − 1)
+  are stored beside *b*, computed when *b* is written: no adder sits between the context
+  read and ``s0`` (the increment there made cc_dma's deepest path, 27 gate levels). Lane *k* of beat *b* (IV beat: b = 0) encrypts
   counter L·b + 1 + k, except MAC's tag lane L−1, which encrypts J0 (→ E_K(J0)). ``meta``
   carries the input beat, the frame's data-block count L·b + L − 2 (for the length
   block), ctx, op, decrypt, err and install.
@@ -30,9 +32,10 @@ successor can take its contents: ``o.ready`` low stalls everything that is full)
   received tag = X' ⊕ mask) is OR-reduced to 64 bits before ``O`` and finished after
   it: no early exit, the same logic for every tag.
 
-Per context: key 256, nonce 96, beat index 32 − log2 L, X 128, ``active``, ``has_key``,
-and H (128) — plus H³ (128) at L = 4. H² and H⁴ are squares (linear: an XOR network) and
-are derived on the read-ahead path instead of stored. The block count is not stored.
+Per context: key 256, nonce 96, beat index *b* and *b* + 1 (32 − log2 L bits each; at
+L = 1 also *b* − 1), X 128, ``active``, ``has_key``, and H (128) — plus H³ (128) at L = 4.
+H² and H⁴ are squares (linear: an XOR network) and are derived on the read-ahead path
+instead of stored.
 
 Arbitration: ``key`` and ``i`` alternate when both are valid (round robin, one bit), so
 an install waits at most one beat and installs cannot starve ``i``.
@@ -130,12 +133,6 @@ def _increment(m, v, name):
     return Cat(v[0] ^ 1, *(v[i] ^ carry[i - 1] for i in range(1, len(v))))
 
 
-def _decrement(m, v, name):
-    """v - 1 (mod 2^len(v)) with log-depth borrows."""
-    borrow = _prefix_and(m, [~v[i] for i in range(len(v) - 1)], name)
-    return Cat(v[0] ^ 1, *(v[i] ^ borrow[i - 1] for i in range(1, len(v))))
-
-
 def _counter_block(nonce, ctr):
     # nonce ‖ [ctr]₃₂ big-endian: bytes 12..15 carry the counter MSB first
     return Cat(nonce, _byteswap(ctr))
@@ -193,6 +190,10 @@ class GcmCore(wiring.Component):
                          for c in range(n)]
         self._c_beat = [Signal(self._beat_bits, name=f"ctx{c}_beat", reset_less=True)
                         for c in range(n)]
+        self._c_beat1 = [Signal(self._beat_bits, name=f"ctx{c}_beat1", reset_less=True)
+                         for c in range(n)]                                 # b + 1
+        self._c_count = [Signal(self._beat_bits, name=f"ctx{c}_count", reset_less=True)
+                         for c in range(n)] if lanes == 1 else []           # b − 1
         self._c_x = [Signal(BLOCK_BITS, name=f"ctx{c}_x", reset_less=True) for c in range(n)]
         self._c_h = [Signal(BLOCK_BITS, name=f"ctx{c}_h", reset_less=True) for c in range(n)]
         self._c_h3 = [Signal(BLOCK_BITS, name=f"ctx{c}_h3", reset_less=True)
@@ -241,9 +242,11 @@ class GcmCore(wiring.Component):
         has_key = self._c_has_key.bit_select(ictx, 1)
         nonce = Signal(NONCE_BITS)
         beat = Signal(self._beat_bits)
+        beat1 = Signal(self._beat_bits)          # beat + 1, stored
         m.d.comb += [  # an IV's data lanes already run under the nonce it brings
             nonce.eq(Mux(is_iv, _lane(ip.block, 0)[:NONCE_BITS], Array(self._c_nonce)[ictx])),
             beat.eq(Array(self._c_beat)[ictx]),
+            beat1.eq(Array(self._c_beat1)[ictx]),
         ]
         tail_ok = _lane(ip.block, 0)[NONCE_BITS:] == J0_TAIL
         ok = Signal()
@@ -253,14 +256,19 @@ class GcmCore(wiring.Component):
         # Beat index b (the IV beat is b = 0) and b + 1, for the lane counters L·b + 1 + k.
         b_now = Mux(is_iv, 0, beat)
         b_next = Signal(self._beat_bits)
-        m.d.comb += b_next.eq(Mux(is_iv, 1, _increment(m, beat, "beat_inc")))
+        m.d.comb += b_next.eq(Mux(is_iv, 1, beat1))
         log_l = lanes.bit_length() - 1
         counters = [Cat(Const(k + 1, log_l), b_now) for k in range(lanes - 1)]
         counters.append(Mux(is_mac, 1, Cat(Const(0, log_l), b_next)))   # tag lane: J0
-        count = _decrement(m, beat, "count") if lanes == 1 else \
+        count = Array(self._c_count)[ictx] if lanes == 1 else \
             Cat(Const(lanes - 2, log_l), beat)                            # L·b + L - 2
 
-        self._write_input_contexts(m, key_take, i_take & ok, b_next)
+        # what the context stores for the beat after this one: b_next, b_next + 1 (from
+        # the stored b + 1: an adder on the way into a context register, not into s0) and
+        # at L = 1 b_next − 1 = (IV ? 0 : b)
+        b_next1 = Mux(is_iv, 2, _increment(m, beat1, "beat_inc"))
+        self._write_input_contexts(m, key_take, i_take & ok, b_next, b_next1,
+                                   Mux(is_iv, 0, beat))
 
         # s0: the AES input register. Idle cycles and the reset cycle load zeros.
         s0_valid = Signal()
@@ -293,7 +301,7 @@ class GcmCore(wiring.Component):
             aes.i.payload.meta.eq(s0_meta),
         ]
 
-    def _write_input_contexts(self, m, key_take, op_ok, b_next):
+    def _write_input_contexts(self, m, key_take, op_ok, b_next, b_next1, b_next_less1):
         """Key, nonce, beat index and flags: written by installs and accepted beats."""
         rst = ResetSignal()
         ip, kp = self.i.payload, self.key.payload
@@ -302,12 +310,16 @@ class GcmCore(wiring.Component):
         i_take = self.i.valid & self.i.ready
         beat_we = rst | (op_ok & (is_iv | is_data))
         beat_wd = Mux(rst, 0, b_next)
+        beat1_wd = Mux(rst, 0, b_next1)
+        count_wd = Mux(rst, 0, b_next_less1)
         nonce_we = rst | (op_ok & is_iv)
         nonce_wd = Mux(rst, 0, _lane(ip.block, 0)[:NONCE_BITS])
         key_wd = Mux(rst, 0, kp.key)
         for c in range(self.contexts):
             with m.If(beat_we & (rst | (ictx == c))):
-                m.d.sync += self._c_beat[c].eq(beat_wd)
+                m.d.sync += [self._c_beat[c].eq(beat_wd), self._c_beat1[c].eq(beat1_wd)]
+                if self._c_count:
+                    m.d.sync += self._c_count[c].eq(count_wd)
             with m.If(nonce_we & (rst | (ictx == c))):
                 m.d.sync += self._c_nonce[c].eq(nonce_wd)
             key_we = rst | (key_take & (kp.ctx == c))

@@ -101,6 +101,13 @@ def gf128_square(m, a, name="gfsq"):
     """a² in GF(2^128), GHASH bit order, bus lane order in and out. Squaring is linear
     over GF(2) (the coefficient of x^i moves to x^2i, then the reduction folds): an XOR
     network of a few levels, no multiplier. Used for the powers H², H⁴ of the lanes."""
-    a = reflect(a)
-    spread = Cat(*(Cat(a[i], Const(0, 1)) for i in range(GF_BITS)))[:2 * GF_BITS - 1]
+    a = Value.cast(a)
+    if not isinstance(a, Signal):
+        # Name the input first: slicing bits out of a nested expression (H⁴ = (H²)², whose
+        # input is itself a reflected square) makes Amaranth's conversion re-walk the
+        # whole expression per bit, which took minutes at lanes 4.
+        a = _node(m, f"{name}_in", GF_BITS, a)
+    # coefficient of x^i is bus bit 8·(i // 8) + 7 − i mod 8 (see reflect)
+    spread = Cat(*(Cat(a[8 * (i // 8) + 7 - i % 8], Const(0, 1))
+                   for i in range(GF_BITS)))[:2 * GF_BITS - 1]
     return reflect(gf128_reduce(m, spread, name))

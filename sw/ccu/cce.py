@@ -2,15 +2,28 @@
 
 State machine (any other call raises :class:`ApiOrderError` and changes nothing)::
 
-    READY --create_tee--> CREATED --launch--> RUNNING --terminate--> TERMINATED
-                          | get_attestation_report   | get_attestation_report
-                          | submit_key_package       | next_key_set
-                          '--terminate--> TERMINATED
+    READY --create_tee--> CREATED --launch--> BOOTING --start_main--> RUNNING
+                          | get_attestation_report  | get_attestation_report
+                          | submit_key_package      |                 | get_attestation_report
+                                                                      | next_key_set
+    CREATED, BOOTING, RUNNING --terminate--> TERMINATED
+    CREATED, BOOTING, RUNNING --on_exception, start_main refused--> STOPPED
+    STOPPED --terminate--> TERMINATED
 
-``TERMINATED`` is final: like the IPU's trusted mode, only a device reset leads out.
-Every call validates all of its input before its first side effect.
+``BOOTING``: key set 0 is installed and the tiles run the tile bootloader, which loads and
+measures the binary; ``start_main(measurement)`` lets main execution start only if that
+measurement is the manifest's. ``STOPPED``: an exception (or a refused measurement) held
+the tiles, zeroed every key context and scrubbed every secret; from there only
+``terminate`` leads on (to TERMINATED, with nothing left to scrub). ``TERMINATED`` is
+final: like the IPU's trusted mode, only a device reset leads out.
+
+Every call validates all of its input before its first side effect, except
+``start_main``'s refusal (a security event: it stops the TEE, then raises
+:class:`BinaryMeasurementError`). ``on_exception`` is accepted in every state: it logs the
+event and stops a TEE that is CREATED, BOOTING or RUNNING.
 """
 import enum
+import hmac
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -19,26 +32,33 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from . import certs
 from .dice import zeroize
-from .errors import (ApiOrderError, IncompleteKeysError, ManifestError,
-                     MalformedPackageError, PartyCertificateError, ReplayedPackageError,
-                     ResumeError, ScheduleExhaustedError, StaleReportError,
-                     UnexpectedKeyError, WrongJobError, WrongPartyError)
+from .errors import (ApiOrderError, BinaryMeasurementError, IncompleteKeysError,
+                     ManifestError, MalformedPackageError, PartyCertificateError,
+                     ReplayedPackageError, ResumeError, ScheduleExhaustedError,
+                     StaleReportError, TrustedModeError, UnexpectedKeyError,
+                     WrongJobError, WrongPartyError)
 from .keypkg import checkpoint_key, final_model_key, open_package, parse_header
 from .manifest import (KEY_CHECKPOINT, KEY_FINAL_MODEL, KEY_RESUME_CHECKPOINT,
                        JobManifest)
 from .measure import (SLOT_CC_MODE, SLOT_CONFIG, SLOT_TILE_BOOTLOADER, cc_mode_measurement,
                       config_measurement, measure)
 from .report import AttestationReport, report_hash, sign_report
-from .sxp_port import KEY_SIZE
+from .sxp_port import KEY_SIZE, ExceptionCause, ExceptionSource
 
-__all__ = ["TeeState", "ResumePoint", "AttestationEvidence", "LaunchInfo", "Cce"]
+__all__ = ["TeeState", "ResumePoint", "AttestationEvidence", "LaunchInfo", "ExceptionEvent",
+           "Cce"]
 
 
 class TeeState(enum.Enum):
     READY = "ready"
     CREATED = "created"
-    RUNNING = "running"
+    BOOTING = "booting"          # launched: tile bootloader loading and measuring the binary
+    RUNNING = "running"          # main execution (started by start_main)
     TERMINATED = "terminated"
+    STOPPED = "stopped"          # an exception (or a refused binary) stopped the job
+
+
+_LIVE = (TeeState.CREATED, TeeState.BOOTING, TeeState.RUNNING)
 
 
 @dataclass(frozen=True)
@@ -55,6 +75,17 @@ class AttestationEvidence:
 
 
 @dataclass(frozen=True)
+class ExceptionEvent:
+    """One entry of the CCU's exception log."""
+    sequence: int                # 1, 2, … over the device's life (survives chip resets)
+    cause: ExceptionCause
+    state: TeeState              # the TEE's state when the exception arrived
+    job_id: bytes | None         # the job it hit (None: no TEE)
+    stopped: bool                # True if it stopped a TEE (CREATED/BOOTING/RUNNING)
+    time: int | None = None      # the caller's timestamp (e.g. simulation cycle), if given
+
+
+@dataclass(frozen=True)
 class LaunchInfo:
     """What launch() deploys to the tiles with the autoloader."""
     tile_bootloader: bytes
@@ -66,10 +97,14 @@ class Cce:
     """The third CCU layer. Holds the AK from the secondary bootloader and, during a TEE,
     the ECDH key, the parties' keys and the derived run keys."""
 
-    def __init__(self, ak, certificates, store, port, tile_bootloader: bytes, cc_mode=None):
+    def __init__(self, ak, certificates, store, port, tile_bootloader: bytes, cc_mode=None,
+                 exception_log: list | None = None):
+        """*port* is a :class:`~sw.ccu.sxp_port.CcuPort`; *exception_log* the list the
+        events go to (the device keeps one across resets; a fresh one if None)."""
         self._ak, self._certs, self._store, self._port = ak, certificates, store, port
         self._tile_bootloader = tile_bootloader
         self._cc_mode = cc_mode      # callable: the active CC mode, or None (no cc_ctrl)
+        self._log = [] if exception_log is None else exception_log
         self.state = TeeState.READY
         self._clear_tee()
 
@@ -105,7 +140,10 @@ class Cce:
         party_keys = self._party_public_keys(manifest, party_certificates)
         # All checks passed: from here on nothing can fail on the host's input.
         self._port.set_trusted_mode()
-        self._store.extend("cce", SLOT_CONFIG, config_measurement(True))
+        # The report carries the bit as the hardware reports it, not as requested: an SXP
+        # that refused trusted mode is attested as such (and launch() will refuse).
+        trusted = bool(self._port.trusted_mode())
+        self._store.extend("cce", SLOT_CONFIG, config_measurement(trusted))
         self._store.extend("cce", SLOT_TILE_BOOTLOADER, measure(self._tile_bootloader))
         if self._cc_mode is not None:
             self._store.extend("cce", SLOT_CC_MODE, cc_mode_measurement(self._cc_mode()))
@@ -153,7 +191,7 @@ class Cce:
         return keys
 
     def get_attestation_report(self) -> AttestationEvidence:
-        self._require("get_attestation_report", TeeState.CREATED, TeeState.RUNNING)
+        self._require("get_attestation_report", *_LIVE)
         return self._evidence
 
     # --- key exchange ------------------------------------------------------------------
@@ -214,7 +252,8 @@ class Cce:
 
     def launch(self) -> LaunchInfo:
         """Derive the run keys, configure the SXP, install key set 0; the ECDH key and the
-        nonces are scrubbed (nothing needs them any more)."""
+        nonces are scrubbed (nothing needs them any more). The tiles then run the tile
+        bootloader (state BOOTING) until :meth:`start_main`."""
         self._require("launch", TeeState.CREATED)
         m = self._manifest
         missing = [p.party_id for p in m.parties if p.party_id not in self._packages]
@@ -226,6 +265,9 @@ class Cce:
         if needed - supplied:
             raise IncompleteKeysError(f"scheduled key ids {sorted(needed - supplied)} were "
                                       "supplied by no package")
+        if not self._port.trusted_mode():
+            raise TrustedModeError("the SXP's trusted-mode bit reads clear: no key is "
+                                   "installed while the host can still program the SXP")
         keys = {k: v for pkg in self._packages.values() for k, v in pkg[3].items()}
         nonces = [pkg[1] for pkg in self._packages.values()]
         keys[KEY_CHECKPOINT] = checkpoint_key(nonces, m.job_id, self._epoch)
@@ -242,8 +284,25 @@ class Cce:
         for c in m.sxp_config:
             self._port.write_config(c.register, c.index, c.value)
         self._install(0)
-        self.state = TeeState.RUNNING
+        self.state = TeeState.BOOTING
         return LaunchInfo(self._tile_bootloader, self._epoch, self._checkpoint_id)
+
+    def start_main(self, measurement: bytes) -> None:
+        """The tile bootloader's measurement of the binary it loaded (the combined 48-byte
+        SHA-384 the manifest's ``binary_measurement`` holds): main execution may start only
+        if it is the manifest's. Otherwise the TEE is stopped (tiles held, keys zeroed,
+        secrets scrubbed, the event logged with source MEASUREMENT) and
+        :class:`BinaryMeasurementError` raised."""
+        self._require("start_main", TeeState.BOOTING)
+        want = self._manifest.binary_measurement
+        got = bytes(measurement) if isinstance(measurement, (bytes, bytearray)) else b""
+        if len(got) == len(want) and hmac.compare_digest(got, want):
+            self.state = TeeState.RUNNING
+            return
+        self._stop(ExceptionCause(ExceptionSource.MEASUREMENT), None)
+        raise BinaryMeasurementError(
+            f"the loaded binary measures {got[:8].hex()}… ({len(got)} bytes), the "
+            f"manifest's is {want[:8].hex()}…: main execution refused, TEE stopped")
 
     def _install(self, index):
         for k in self._manifest.key_sets[index]:
@@ -256,7 +315,7 @@ class Cce:
 
     def next_key_set(self) -> int:
         """At a synchronisation point: install the next key set; returns its index."""
-        self._require("next_key_set", TeeState.RUNNING)
+        self._require("next_key_set", TeeState.RUNNING)       # sync points are in main
         if self._next_set >= len(self._manifest.key_sets):
             raise ScheduleExhaustedError(f"all {len(self._manifest.key_sets)} key sets of "
                                          "the manifest are installed")
@@ -265,12 +324,52 @@ class Cce:
 
     def terminate(self) -> None:
         """Overwrite every key context this TEE used with zeros and scrub every secret,
-        the AK included: only a device reset (which boots a new CCE) leads on."""
-        self._require("terminate", TeeState.CREATED, TeeState.RUNNING)
-        for ctx in sorted(self._installed):
-            self._port.install_key(ctx, bytes(KEY_SIZE))
+        the AK included: only a device reset (which boots a new CCE) leads on. From
+        STOPPED there is nothing left to scrub: it only moves to TERMINATED."""
+        self._require("terminate", *_LIVE, TeeState.STOPPED)
+        self._zero_contexts()
         self.scrub()
         self.state = TeeState.TERMINATED
+
+    def _zero_contexts(self):
+        for ctx in sorted(self._installed):
+            self._port.install_key(ctx, bytes(KEY_SIZE))
+
+    # --- exceptions ------------------------------------------------------------------------
+
+    def on_exception(self, cause: ExceptionCause | None = None, *,
+                     time: int | None = None) -> ExceptionEvent | None:
+        """The exception pin. Reads the cause record through the port (unless *cause* is
+        given), logs it and, if a TEE is CREATED, BOOTING or RUNNING, stops the job: the
+        tiles are held, every key context the TEE used is zeroed, every secret (run keys,
+        packages, ECDH key, AK) is scrubbed and the state becomes STOPPED, where create,
+        launch, start_main, key and report calls are refused. In READY, TERMINATED and
+        STOPPED the event is only logged. Returns the logged event (None if the pin was
+        spurious: no cause latched)."""
+        if cause is None:
+            cause = self._port.read_exception()
+            if cause is None:
+                return None
+        if not isinstance(cause, ExceptionCause):
+            raise TypeError(f"{cause!r} is not an ExceptionCause")
+        return self._stop(cause, time)
+
+    def _stop(self, cause: ExceptionCause, time) -> ExceptionEvent:
+        live = self.state in _LIVE
+        event = ExceptionEvent(len(self._log) + 1, cause, self.state,
+                               self._manifest.job_id if self._manifest else None, live, time)
+        self._log.append(event)
+        if live:
+            self._port.hold_tiles()          # first: the tiles stop using the keys
+            self._zero_contexts()
+            self.scrub()
+            self.state = TeeState.STOPPED
+        return event
+
+    @property
+    def exception_log(self) -> tuple[ExceptionEvent, ...]:
+        """Every exception the CCU saw (this boot and earlier ones on the same device)."""
+        return tuple(self._log)
 
     def scrub(self) -> None:
         """Drop every secret (also called by the device reset)."""

@@ -12,10 +12,20 @@
   certificate (CCE) and the manufacturer's reference certificate (every known-good value).
 - Device certificates have no meaningful validity period (the CCU has no trusted clock):
   notBefore 2024-01-01, notAfter 9999-12-31 23:59:59 (RFC 5280 § 4.1.2.5, "no expiry").
-  Serial numbers are taken from the subject key's hash, so re-issuing is deterministic.
+  Serial numbers are taken from the subject key's hash, so re-issuing is deterministic;
+  they are positive and at most 19 octets (RFC 5280 § 4.1.2.2).
+- The profile is the one standard path validators demand (``openssl verify -x509_strict``
+  and ``cryptography.x509.verification``'s client verifier accept CA → CIK → PIK → AK):
+  basicConstraints critical on every certificate, keyUsage critical (keyCertSign on CAs
+  only), a Subject Key Identifier on every certificate (RFC 5280 method 1: SHA-1 of the
+  subjectPublicKey bits), an Authority Key Identifier (the issuer's key identifier) on
+  every certificate that is not self-signed, and on leaves a subject alternative name,
+  the ``urn:uuid:`` name of the key (:func:`key_urn`), which the webpki profile requires
+  of end-entity certificates.
 """
 import datetime
 import hashlib
+import uuid
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -27,10 +37,12 @@ from .errors import ChainError
 
 __all__ = ["MEASUREMENT_OID", "encode_measurements", "decode_measurements",
            "measurements_of", "subject_name", "build_csr", "issue_certificate",
-           "fingerprint", "key_id", "is_p384", "NOT_BEFORE", "NOT_AFTER"]
+           "fingerprint", "key_id", "key_urn", "serial_number", "is_p384", "NOT_BEFORE",
+           "NOT_AFTER"]
 
 # 2.25.<UUID> needs no registration (ITU-T X.667) and cannot collide with a real OID.
 MEASUREMENT_OID = x509.ObjectIdentifier("2.25.320831773000326830934649564655485912054")
+_KEY_NAMESPACE = uuid.UUID(int=int(MEASUREMENT_OID.dotted_string.split(".")[2]))
 _SHA384_OID = der.tlv(der.OID, bytes.fromhex("608648016503040202"))
 NOT_BEFORE = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
 NOT_AFTER = datetime.datetime(9999, 12, 31, 23, 59, 59, tzinfo=datetime.timezone.utc)
@@ -111,15 +123,39 @@ def issue_certificate(issuer_key, issuer_name, subject, public_key, *, ca: bool,
                  key_encipherment=False, data_encipherment=False,
                  key_agreement=key_agreement, key_cert_sign=ca, crl_sign=False,
                  encipher_only=False, decipher_only=False)
+    serial = serial or serial_number(public_key)
+    if not 0 < serial < 1 << 159:
+        raise ValueError(f"serial number {serial} is not positive or exceeds 20 octets")
     builder = (x509.CertificateBuilder()
                .issuer_name(issuer_name).subject_name(subject).public_key(public_key)
-               .serial_number(serial or int.from_bytes(key_id(public_key)[:19], "big") >> 1 | 1)
+               .serial_number(serial)
                .not_valid_before(NOT_BEFORE).not_valid_after(NOT_AFTER)
                .add_extension(x509.BasicConstraints(ca=ca, path_length=path_length), True)
-               .add_extension(x509.KeyUsage(**usage), critical=True))
+               .add_extension(x509.KeyUsage(**usage), critical=True)
+               .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), False))
+    if not ca:          # RFC 5280 path validators (webpki profile) want a SAN on leaves
+        builder = builder.add_extension(x509.SubjectAlternativeName(
+            [x509.UniformResourceIdentifier(key_urn(public_key))]), False)
+    issuer_public = issuer_key.public_key()
+    if issuer_public != public_key or issuer_name != subject:     # not self-signed
+        builder = builder.add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_public), False)
     if measurements:
         builder = builder.add_extension(_measurement_ext(measurements), critical=False)
     return builder.sign(issuer_key, hashes.SHA384())
+
+
+def key_urn(public_key) -> str:
+    """``urn:uuid:`` name of a key (RFC 4122 name-based UUID, version 5, of the key id's
+    hex in the namespace of :data:`MEASUREMENT_OID`'s UUID): the subject alternative
+    name of leaf certificates."""
+    return "urn:uuid:" + str(uuid.uuid5(_KEY_NAMESPACE, key_id(public_key).hex()))
+
+
+def serial_number(public_key) -> int:
+    """A positive serial number of at most 19 octets (RFC 5280 § 4.1.2.2 allows 20) taken
+    from the subject key's hash, with the low bit set so it is never zero."""
+    return int.from_bytes(key_id(public_key)[:19], "big") >> 1 | 1
 
 
 def is_p384(public_key) -> bool:

@@ -42,7 +42,8 @@ class Device:
 
     def __init__(self, firmware: FirmwareBundle, firmware_public_key, port, trng=os.urandom,
                  cc_mode=None):
-        """*cc_mode*, if given, is a callable returning the active confidential-computing
+        """*port* is the CCU's port into the device (:class:`sw.ccu.sxp_port.CcuPort`).
+        *cc_mode*, if given, is a callable returning the active confidential-computing
         mode of the device's ``cc_ctrl`` (its ``mode`` port); create_tee measures it into
         slot 5 (:data:`sw.ccu.measure.SLOT_CC_MODE`)."""
         self._firmware, self._fw_key, self.port, self._trng = \
@@ -51,6 +52,7 @@ class Device:
         self._uds = UdsRegion()
         self.measurements = MeasurementStore()
         self._store = CertificateStore()
+        self._exception_log: list = []     # public, kept across chip resets
         self.cce: Cce | None = None
 
     @property
@@ -67,6 +69,11 @@ class Device:
         self._store.cik_certificate = cik_certificate
         self._store.ca_pik_certificate = pik_certificate
 
+    @property
+    def exception_log(self):
+        """Every exception the CCU handled on this device, across resets (oldest first)."""
+        return tuple(self._exception_log)
+
     def flash_firmware(self, firmware: FirmwareBundle) -> None:
         """Firmware update of the mutable layers; takes effect at the next reset."""
         self._firmware = firmware
@@ -80,7 +87,8 @@ class Device:
         out = sbl.run(self._firmware.cce, self._firmware.icu_firmware)
         self._store.boot = out.certificates
         self.cce = Cce(out.ak, self._store, self.measurements, self.port,
-                       self._firmware.tile_bootloader, cc_mode=self._cc_mode)
+                       self._firmware.tile_bootloader, cc_mode=self._cc_mode,
+                       exception_log=self._exception_log)
         return self.cce
 
     def reset(self) -> Cce:

@@ -1,8 +1,11 @@
 """Exception classes of the CCU model: one class per kind of bad input.
 
 Every error is raised *before* anything changes, so a caller that catches it can carry on
-(or retry with good input) from exactly the state it was in. Messages name the mismatch
-(which slot, which certificate link, which job/party id, expected vs. found).
+(or retry with good input) from exactly the state it was in — with one deliberate
+exception: :class:`BinaryMeasurementError` is a security event, not a bad argument, and the
+CCE stops the TEE (tiles held, keys zeroed, secrets scrubbed) before raising it. Messages
+name the mismatch (which slot, which certificate link, which job/party id, expected vs.
+found).
 """
 
 __all__ = [
@@ -11,7 +14,7 @@ __all__ = [
     "BootError", "FirmwareAuthError", "UdsLockedError", "SlotOwnerError",
     # host API
     "ApiOrderError", "ManifestError", "PartyCertificateError", "IncompleteKeysError",
-    "ResumeError", "ScheduleExhaustedError",
+    "ResumeError", "ScheduleExhaustedError", "TrustedModeError", "BinaryMeasurementError",
     # relying-party verification
     "VerificationError", "MalformedReportError", "ChainError", "MeasurementMismatchError",
     "ReportSignatureError", "ManifestMismatchError", "FingerprintMissingError",
@@ -69,6 +72,16 @@ class ResumeError(CcuError):
 
 class ScheduleExhaustedError(CcuError):
     """next_key_set() after the last key set of the manifest."""
+
+
+class TrustedModeError(CcuError):
+    """launch() while the port reads the SXP's trusted-mode bit as clear: no key goes into
+    an SXP the host can still program."""
+
+
+class BinaryMeasurementError(CcuError):
+    """start_main(): the bootloader's measurement of the loaded binary is not the manifest's.
+    Main execution is refused and the TEE is already STOPPED when this is raised."""
 
 
 # --- relying-party verification --------------------------------------------------------

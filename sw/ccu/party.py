@@ -9,7 +9,8 @@
    the references (MeasurementMismatchError naming component and both values);
 4. the report's signature under the AK (ReportSignatureError), then its encoding;
 5. report slots equal the values the references imply, unused slots are zero
-   (MeasurementMismatchError naming the slot);
+   (MeasurementMismatchError naming the slot; slot 3 says so when the CCU read the SXP's
+   trusted-mode bit as clear);
 6. job id and manifest hash are the party's manifest (ManifestMismatchError), the
    fingerprints are the manifest's and include the party's own (FingerprintMissingError);
 7. epoch counter and checkpoint id are what the party agreed to (EpochMismatchError).
@@ -29,12 +30,14 @@ from .firmware import CCE, SBL
 from .keypkg import KeyPackageContents, NONCE_SIZE, seal_package
 from .manifest import JobManifest
 from .measure import (DIGEST_SIZE, SLOT_CC_MODE, SLOT_CCE, SLOT_CONFIG, SLOT_ICU, SLOT_NAMES,
-                      SLOT_SBL, SLOT_TILE_BOOTLOADER, cc_mode_measurement, extend_value)
+                      SLOT_SBL, SLOT_TILE_BOOTLOADER, cc_mode_measurement,
+                      config_measurement, extend_value)
 from .report import (AttestationReport, report_hash, split_signed_report,
                      verify_report_signature)
 
 __all__ = ["RelyingParty", "VerifiedReport", "make_party_identity", "expected_slots"]
 
+_UNTRUSTED_CONFIG = extend_value(bytes(DIGEST_SIZE), config_measurement(False))
 _SLOT_REFERENCE = {SLOT_SBL: SBL, SLOT_ICU: "icu-firmware", SLOT_CCE: CCE,
                    SLOT_CONFIG: "ipu-config", SLOT_TILE_BOOTLOADER: "tile-bootloader"}
 
@@ -126,6 +129,10 @@ class RelyingParty:
             good = want.get(s, bytes(DIGEST_SIZE))
             if value != good:
                 name = SLOT_NAMES.get(s, "unused")
+                if s == SLOT_CONFIG and value == _UNTRUSTED_CONFIG:
+                    raise MeasurementMismatchError(
+                        f"slot {s} ({name}) reports the SXP NOT in trusted mode (the CCU "
+                        "read the trusted-mode bit as clear)")
                 raise MeasurementMismatchError(f"slot {s} ({name}) is {_hex(value)}, "
                                                f"reference {_hex(good)}")
         m = self.manifest

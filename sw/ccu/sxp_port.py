@@ -1,23 +1,46 @@
-"""The CCU's trusted port into the SXP, as an abstract interface.
+"""The CCU's trusted port into the device (the SXP's CCU CSR port plus the CCU's own pins),
+as an abstract interface.
 
-The CCU firmware model talks to the SXPs only through :class:`SxpKeyPort`, three calls:
+The CCU firmware model reaches the hardware only through :class:`CcuPort`, six calls:
 
-- ``set_trusted_mode()`` — set the trusted-mode bit; from then on only this port may write
-  keys or configuration (the host port is locked out until a chip reset).
+Key installation (:class:`SxpKeyPort`, the first three; write-only):
+
+- ``set_trusted_mode()`` — request the trusted-mode bit (SXP ``CTRL.trust``); from then
+  on only this port may write keys or configuration (the host port is locked out until a
+  chip reset). The SXP may refuse (an inconsistent configuration raises its CONFIG
+  exception), so the CCU does not assume the bit: it reads it with ``trusted_mode()``.
 - ``write_config(register, index, value)`` — one entry of a key-mapping register
   (:class:`SxpRegister`: KXBCTXMAP and KPHYSMAP have 16 entries, KSELLIMIT base/limit 17).
 - ``install_key(phys_ctx, key)`` — a 32-byte AES-256 key into physical context 0..15
   (write-only in hardware: there is no read-back call on purpose).
 
-A later issue binds the interface to the RTL's CCU CSR port; :class:`RecordingSxpPort` is
-the in-memory implementation the tests use. The chip reset is a wire, not a port call:
-the recording port's :meth:`RecordingSxpPort.reset` models it and is called by the device.
+Status and exceptions (the other three):
+
+- ``trusted_mode() -> bool`` — the trusted-mode bit as the hardware reports it now
+  (SXP ``STATUS.trusted``). The CCU measures this value into the attestation report and
+  refuses ``launch()`` while it reads False.
+- ``hold_tiles() -> None`` — hold every tile (stop the job): the tiles execute nothing
+  more and issue no more traffic until the chip reset, which releases them. Idempotent.
+- ``read_exception() -> ExceptionCause | None`` — the cause record latched with the
+  exception pin (the SXP's security exceptions and the PCIe read table's bad-completion and
+  completion-timeout events, merged), and acknowledge it (the pin drops unless another
+  event is pending); None when nothing is latched.
+
+The exception *pin* is a wire, not a call: whoever watches it (the cocotb adapter, the
+tests) calls :meth:`sw.ccu.cce.Cce.on_exception`, which reads the cause through
+``read_exception()``. The chip reset is a wire as well: :meth:`RecordingSxpPort.reset`
+models it and is called by the device.
+
+:class:`RecordingSxpPort` is the in-memory implementation the tests use; a port that only
+installs keys (``SxpKeyPort``) is not enough for :class:`~sw.ccu.cce.Cce` any more.
 """
 import enum
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 __all__ = ["SxpRegister", "REGISTER_ENTRIES", "PHYS_CONTEXTS", "KEY_SIZE", "SxpKeyPort",
-           "RecordingSxpPort"]
+           "CcuPort", "ExceptionSource", "ExceptionCause", "RecordingSxpPort",
+           "PORT_METHODS"]
 
 PHYS_CONTEXTS = 16
 KEY_SIZE = 32
@@ -34,27 +57,82 @@ REGISTER_ENTRIES = {SxpRegister.KXBCTXMAP: 16, SxpRegister.KPHYSMAP: 16,
                     SxpRegister.KSELLIMIT_BASE: 17, SxpRegister.KSELLIMIT_LIMIT: 17}
 
 
+class ExceptionSource(enum.Enum):
+    """Who raised an exception that reached the CCU."""
+    SXP = "sxp"                                # SXP security exception (STATUS.cause)
+    BAD_COMPLETION = "bad-completion"          # PCIe read table dropped a completion
+    COMPLETION_TIMEOUT = "completion-timeout"  # PCIe read table: a completion never came
+    MEASUREMENT = "measurement"                # the CCU itself: start_main() refused the binary
+
+
+@dataclass(frozen=True)
+class ExceptionCause:
+    """One cause record. ``code`` is the source's own cause number (``hw.sxp.regs.Cause``
+    for SXP, ``hw.pcie.layout.Cause`` for a bad completion, 0 otherwise); ``address`` and
+    ``tile`` the offending packet's tile PCI address and tile (SXP ``EXC_ADDR``,
+    ``EXC_TILE``); ``tag`` the PCIe tag (bad completion, timeout). Unused fields are 0."""
+    source: ExceptionSource
+    code: int = 0
+    address: int = 0
+    tile: int = 0
+    tag: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.source, ExceptionSource):
+            raise TypeError(f"exception source {self.source!r} is not an ExceptionSource")
+        for name in ("code", "address", "tile", "tag"):
+            v = getattr(self, name)
+            v = getattr(v, "value", v)           # an enum member (hw Cause) is its code
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << 64:
+                raise ValueError(f"exception cause field {name}={v!r} is not a u64")
+            object.__setattr__(self, name, v)
+
+
 @runtime_checkable
 class SxpKeyPort(Protocol):
+    """Key installation only (what the CCU writes)."""
     def install_key(self, phys_ctx: int, key: bytes) -> None: ...
     def set_trusted_mode(self) -> None: ...
     def write_config(self, register: SxpRegister, index: int, value: int) -> None: ...
 
 
+@runtime_checkable
+class CcuPort(SxpKeyPort, Protocol):
+    """Everything the CCU firmware model uses: key installation, the trusted-mode bit as
+    read back, holding the tiles and reading the exception cause."""
+    def trusted_mode(self) -> bool: ...
+    def hold_tiles(self) -> None: ...
+    def read_exception(self) -> ExceptionCause | None: ...
+
+
+PORT_METHODS = ("set_trusted_mode", "write_config", "install_key", "trusted_mode",
+                "hold_tiles", "read_exception")
+
+
 class RecordingSxpPort:
-    """Records every call in ``log`` and keeps the resulting SXP state (``keys``,
-    ``config``, ``trusted``). Argument errors raise ValueError: the CCU must never make
-    them, so a test that sees one has found a CCU bug."""
+    """Records every call with an effect in ``log`` and keeps the resulting state (``keys``,
+    ``config``, ``trusted``, ``held``, the latched exceptions). Argument errors raise
+    ValueError: the CCU must never make them, so a test that sees one has found a CCU bug.
+
+    Test knobs: ``refuse_trusted = True`` makes ``set_trusted_mode()`` leave the bit clear
+    (as the SXP does when the configuration is inconsistent); :meth:`raise_exception`
+    latches a cause record and raises the pin (:attr:`irq`)."""
 
     def __init__(self):
+        self.refuse_trusted = False
         self.reset()
 
     def reset(self):
-        """Chip reset: keys scrubbed, trusted mode off, configuration cleared."""
+        """Chip reset: keys scrubbed, trusted mode off, configuration cleared, tiles
+        released, latched exceptions dropped."""
         self.log: list[tuple] = []
         self.keys: dict[int, bytes] = {}
         self.config: dict[tuple[SxpRegister, int], int] = {}
         self.trusted = False
+        self.held = False
+        self._pending: list[ExceptionCause] = []
+
+    # --- SxpKeyPort ------------------------------------------------------------------------
 
     def install_key(self, phys_ctx: int, key: bytes) -> None:
         if not 0 <= phys_ctx < PHYS_CONTEXTS or len(key) != KEY_SIZE:
@@ -63,7 +141,7 @@ class RecordingSxpPort:
         self.log.append(("key", phys_ctx, bytes(key)))
 
     def set_trusted_mode(self) -> None:
-        self.trusted = True
+        self.trusted = self.trusted or not self.refuse_trusted
         self.log.append(("trusted",))
 
     def write_config(self, register: SxpRegister, index: int, value: int) -> None:
@@ -72,3 +150,32 @@ class RecordingSxpPort:
             raise ValueError(f"bad config write: {register.name}[{index}] = {value}")
         self.config[register, index] = value
         self.log.append(("config", register, index, value))
+
+    # --- status and exceptions -------------------------------------------------------------
+
+    def trusted_mode(self) -> bool:
+        return self.trusted
+
+    def hold_tiles(self) -> None:
+        self.held = True
+        self.log.append(("hold",))
+
+    def read_exception(self) -> ExceptionCause | None:
+        if not self._pending:
+            return None
+        cause = self._pending.pop(0)
+        self.log.append(("exception-ack", cause))
+        return cause
+
+    # --- the hardware side (tests) -----------------------------------------------------------
+
+    def raise_exception(self, cause: ExceptionCause) -> None:
+        """An exception event: latch *cause* and raise the pin."""
+        if not isinstance(cause, ExceptionCause):
+            raise TypeError(f"{cause!r} is not an ExceptionCause")
+        self._pending.append(cause)
+
+    @property
+    def irq(self) -> bool:
+        """The exception pin: high while a cause is latched and not yet read."""
+        return bool(self._pending)

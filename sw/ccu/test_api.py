@@ -4,8 +4,9 @@ import dataclasses
 
 import pytest
 
-from sw.ccu import (ApiOrderError, IncompleteKeysError, KeyInstall, ManifestError,
-                    PartyCertificateError, RecordingSxpPort, SxpKeyPort, TeeState)
+from sw.ccu import (ApiOrderError, CcuPort, ExceptionCause, ExceptionSource,
+                    IncompleteKeysError, KeyInstall, ManifestError, PartyCertificateError,
+                    RecordingSxpPort, SxpKeyPort, TeeState)
 from sw.ccu.testing import (DATA, MODEL, certificates, make_device, make_identities)
 
 
@@ -31,17 +32,26 @@ def to_state(device, state, parties, party_keys, manifest, identities):
     for pid, p in parties.items():
         cce.submit_key_package(p.wrap_keys(p.verify(ev), party_keys[pid]))
     cce.launch()
+    if state is TeeState.BOOTING:
+        return
+    cce.start_main(manifest.binary_measurement)
     if state is TeeState.TERMINATED:
         cce.terminate()
+    elif state is TeeState.STOPPED:
+        cce.on_exception(ExceptionCause(ExceptionSource.SXP, code=3))
+    assert cce.state is state
 
+
+LIVE = {TeeState.CREATED, TeeState.BOOTING, TeeState.RUNNING}
 
 CALLS = {  # call name -> the states that allow it
     "create_tee": {TeeState.READY},
-    "get_attestation_report": {TeeState.CREATED, TeeState.RUNNING},
+    "get_attestation_report": LIVE,
     "submit_key_package": {TeeState.CREATED},
     "launch": {TeeState.CREATED},
+    "start_main": {TeeState.BOOTING},
     "next_key_set": {TeeState.RUNNING},
-    "terminate": {TeeState.CREATED, TeeState.RUNNING},
+    "terminate": LIVE | {TeeState.STOPPED},
 }
 
 
@@ -53,7 +63,8 @@ OUT_OF_ORDER = [(call, s) for call, ok in CALLS.items() for s in TeeState if s n
 def test_calls_out_of_order(device, parties, party_keys, manifest, identities, call, state):
     to_state(device, state, parties, party_keys, manifest, identities)
     args = {"create_tee": (manifest, certificates(identities)),
-            "submit_key_package": (b"\x00" * 200,)}.get(call, ())
+            "submit_key_package": (b"\x00" * 200,),
+            "start_main": (manifest.binary_measurement,)}.get(call, ())
     refused(device, ApiOrderError, f"{call}\\(\\) is not allowed in state {state.value}",
             getattr(device.cce, call), *args)
 
@@ -106,7 +117,17 @@ def test_create_tee_on_an_unprovisioned_device(ca, bundle, manifest, identities)
             manifest, certificates(identities))
 
 
+def test_every_state_is_reachable_and_covered(device, parties, party_keys, manifest,
+                                              identities):
+    assert {s for _, s in OUT_OF_ORDER} == set(TeeState)     # each state refuses something
+    for state in TeeState:
+        device.reset()
+        to_state(device, state, parties, party_keys, manifest, identities)
+
+
 def test_recording_port_is_an_sxp_key_port():
     assert isinstance(RecordingSxpPort(), SxpKeyPort)
+    assert isinstance(RecordingSxpPort(), CcuPort)
+    assert not isinstance(object(), SxpKeyPort)
     with pytest.raises(ValueError):
         RecordingSxpPort().install_key(16, bytes(32))

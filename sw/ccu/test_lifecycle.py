@@ -20,6 +20,10 @@ from sw.ccu.testing import (CODE_KEY, DATA, DATA_KEY_A, DATA_KEY_B, MODEL, UDS, 
                             rfc5869_hkdf)
 
 
+# What the tile bootloader measures of the binary make_manifest's job loads.
+LOADED_BINARY = hashlib.sha384(b"ipu binary").digest()
+
+
 def run_key(nonces, job_id, epoch, label):
     ikm = b"".join(sorted(nonces))
     return rfc5869_hkdf(ikm, job_id, b"ITX-CCU " + label + struct.pack(">I", epoch), 32)
@@ -86,6 +90,8 @@ def test_full_lifecycle(device, parties, manifest, identities, party_keys, bundl
     ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP384R1(), rep["ecdh"])
 
     info = cce.launch()
+    assert cce.state is TeeState.BOOTING      # the tile bootloader loads the binary ...
+    cce.start_main(LOADED_BINARY)             # ... and its measurement is the manifest's
     assert cce.state is TeeState.RUNNING
     # Once the keys are derived, the nonces and the ECDH key are gone: the AK is the only
     # private key the CCE still reaches.
@@ -133,6 +139,7 @@ def test_full_lifecycle(device, parties, manifest, identities, party_keys, bundl
     rep = parse_report(evidence.report)
     assert (rep["epoch"], rep["checkpoint_id"]) == (1, 7)
     device.cce.launch()
+    device.cce.start_main(LOADED_BINARY)
     mark = len(device.port.log)
     device.cce.next_key_set()
     got = dict(keys_installed(device.port, mark))
@@ -151,6 +158,7 @@ def test_resume_with_a_changed_nonce_gets_another_key(device, parties, manifest,
              {MODEL: os.urandom(32), DATA: os.urandom(32)},
              ResumePoint(epoch=0, checkpoint_id=3), resume_nonces=liar)
     device.cce.launch()
+    device.cce.start_main(LOADED_BINARY)
     mark = len(device.port.log)
     device.cce.next_key_set()
     got = dict(keys_installed(device.port, mark))

@@ -7,20 +7,23 @@ there and in :mod:`hw.sxp.regs`, not here).
   host port of the golden model (``sw.sxp.driver.ModelBus(model, "host")``) or of the RTL.
   Entries an SXP with fewer contexts does not have (KPHYSMAP beyond ``contexts``) are
   skipped and counted.
-- :class:`CsrKeyPort` — :class:`sw.ccu.sxp_port.SxpKeyPort` over the ``ccu`` port:
-  :class:`sw.sxp.driver.SxpCsrDriver`, plus an optional ``wait_key_idle()`` before each
-  KEY_COMMIT (the RTL ignores a commit while STATUS.key_busy is set; a cocotb bus polls
-  STATUS there).
+- :class:`CsrKeyPort` — :class:`sw.ccu.sxp_port.CcuPort` over the ``ccu`` port:
+  :class:`sw.sxp.driver.SxpCsrDriver` for the writes, plus an optional ``wait_key_idle()``
+  before each KEY_COMMIT (the RTL ignores a commit while STATUS.key_busy is set; a cocotb
+  bus polls STATUS there). With a ``read32`` it also reads the trusted-mode bit and the
+  exception record back (STATUS, EXC_ADDR, EXC_TILE; the record is acknowledged by writing
+  STATUS.exc = 1), and with a ``hold`` callable it holds the tiles — what
+  :class:`sw.ccu.cce.Cce` needs beyond key installation.
 """
-from sw.ccu.sxp_port import SxpRegister
+from sw.ccu.sxp_port import ExceptionCause, ExceptionSource, SxpRegister
 from sw.sxp.driver import SxpCsrDriver, key_writes, register_address
 
 __all__ = ["CsrConfigWriter", "CsrKeyPort", "status_fields"]
 
 
-def status_fields(regmap, value):
-    """STATUS register value → dict of its fields."""
-    return {f.name: (value >> f.offset) & ((1 << f.width) - 1) for f in regmap["STATUS"].fields}
+def status_fields(regmap, value, register="STATUS"):
+    """A register's value (STATUS by default) → dict of its fields."""
+    return {f.name: (value >> f.offset) & ((1 << f.width) - 1) for f in regmap[register].fields}
 
 
 class CsrConfigWriter:
@@ -35,10 +38,39 @@ class CsrConfigWriter:
 
 
 class CsrKeyPort(SxpCsrDriver):
-    def __init__(self, write32, contexts=16, wait_key_idle=None):
+    def __init__(self, write32, contexts=16, wait_key_idle=None, read32=None, hold=None):
         super().__init__(write32)
         self.contexts, self.wait_key_idle = contexts, wait_key_idle
         self._config = CsrConfigWriter(write32, contexts)
+        self._read32, self._hold = read32, hold
+        from hw.sxp.regs import register_map
+        self._regmap = register_map(contexts)
+
+    def _fields(self, register):
+        if self._read32 is None:
+            raise TypeError(f"this CsrKeyPort was built without read32: it cannot read {register}")
+        return status_fields(self._regmap, self._read32(self._regmap[register].addr), register)
+
+    def _status(self):
+        return self._fields("STATUS")
+
+    def trusted_mode(self):
+        return bool(self._status()["trusted"])
+
+    def read_exception(self):
+        st = self._status()
+        if not st["exc"]:
+            return None
+        cause = ExceptionCause(ExceptionSource.SXP, code=st["cause"],
+                               address=self._read32(self._regmap["EXC_ADDR"].addr),
+                               tile=self._fields("EXC_TILE")["tile"])
+        self._write(self._regmap["STATUS"].addr, 1)          # STATUS.exc is write-1-to-clear
+        return cause
+
+    def hold_tiles(self):
+        if self._hold is None:
+            raise TypeError("this CsrKeyPort was built without hold: it cannot hold the tiles")
+        self._hold()
 
     def install_key(self, phys_ctx, key):
         if not 0 <= phys_ctx < self.contexts:

@@ -20,7 +20,9 @@ docs/itx.md has the walk-through; in ten lines::
 Placement: physical key context *p* is reached from exchange-block context *p*
 (KXBCTXMAP[p] = p) and owns key region *p* + 1 (KPHYSMAP[p] = p + 1), a window of the
 ring of ``region_bytes`` bytes allocated when the context is first used (KSELLIMIT[p + 1]);
-unused regions are empty and region 0 (cleartext) is empty: every stream is encrypted.
+unused regions are empty. Region 0 (cleartext) is empty unless :meth:`Runtime.clear_code`
+places data there: the non-confidential baseline a benchmark compares the encrypted boot
+with (the tiles read it with ``aes`` = 0, nothing is checked).
 
 Lanes: the runtime works at the lanes of its host memory (``HostMemory(lanes=L)``, beats of
 16·L bytes). The SXP drops every packet whose address or length is not a multiple of 16·L,
@@ -37,7 +39,7 @@ from .frames import (StreamType, encrypt_stream, frame_count, check_frame_bytes,
                      stream_nonce)
 from .host import HostMemory, PAGE
 from .tile import (CheckpointSlot, StreamSlice, application_measurement, bootloader,
-                   read_checkpoint, read_stream, tile_digest, write_checkpoint)
+                   clear_loader, read_checkpoint, read_stream, tile_digest, write_checkpoint)
 
 __all__ = ["Runtime", "Stream", "CheckpointPlan", "SavedCheckpoint", "CODE_BASE",
            "DATA_BASE", "STATE_BASE", "STATE_BYTES", "REGIONS", "compute_step"]
@@ -99,6 +101,8 @@ class Runtime:
         self.region_bytes = region_bytes
         self.lanes = self.host.lanes
         self.regions = {}          # ctx -> [base, limit, cursor]
+        self.clear = None          # region 0: [base, limit, cursor], allocated on first use
+        self.clear_loads = {}      # tile -> (addr, length) of its cleartext binary
         self.streams = []
         self.keys = {}             # key id -> key (the runtime encrypts for the parties)
         self.schedule = {}         # key set -> {ctx: key id}
@@ -124,13 +128,21 @@ class Runtime:
         self.schedule[key_set][ctx] = key_id
 
     def _place(self, ctx, nbytes):
-        if ctx not in self.regions:
-            base = self.host.alloc(self.region_bytes)
-            self.regions[ctx] = [base, base + self.region_bytes, base]
-        region = self.regions[ctx]
+        """Room for *nbytes* in the key region of *ctx* (None: the cleartext region 0)."""
+        if ctx is None:
+            if self.clear is None:
+                base = self.host.alloc(self.region_bytes)
+                self.clear = [base, base + self.region_bytes, base]
+            region = self.clear
+        else:
+            if ctx not in self.regions:
+                base = self.host.alloc(self.region_bytes)
+                self.regions[ctx] = [base, base + self.region_bytes, base]
+            region = self.regions[ctx]
         addr = -(-region[2] // 1024) * 1024        # frames never straddle a 1 KiB line
         if addr + nbytes > region[1]:
-            raise MemoryError(f"key region of context {ctx} ({self.region_bytes} bytes) is full")
+            raise MemoryError(f"{'cleartext region' if ctx is None else f'key region of context {ctx}'}"
+                              f" ({self.region_bytes} bytes) is full")
         if addr % self.host.beat_bytes or nbytes % self.host.beat_bytes:
             raise ValueError(f"{nbytes} bytes at {addr:#x} are not on {self.host.beat_bytes}-"
                              f"byte beats (lanes {self.lanes})")
@@ -162,6 +174,16 @@ class Runtime:
             out[t] = s
         return out
 
+    def clear_code(self, binaries):
+        """Each tile's binary in the clear, in region 0 (no frames, no key): for
+        :meth:`clear_boot`, the non-confidential baseline."""
+        for t in sorted(binaries):
+            data = bytes(binaries[t])
+            size = -(-len(data) // self.host.beat_bytes) * self.host.beat_bytes
+            addr = self._place(None, size)
+            self.host.write(addr, data.ljust(size, b"\0"))
+            self.clear_loads[t] = (addr, size)
+
     def data_stream(self, data, key, readers, ctx=0, key_set=0, frame_bytes=512):
         """One data stream whose frames are shared out among *readers* in contiguous runs."""
         s = self._stream(StreamType.DATA, data, key, ctx, key_set, frame_bytes)
@@ -191,7 +213,10 @@ class Runtime:
         for p in range(self.contexts):          # every context mapped: KPHYSMAP is 1:1
             cfg.append(ConfigWrite(SxpRegister.KPHYSMAP, p, p + 1))
         for r in range(REGIONS):
-            base, limit = (self.regions[r - 1][:2] if r and r - 1 in self.regions else (0, 0))
+            if r == 0:
+                base, limit = self.clear[:2] if self.clear is not None else (0, 0)
+            else:
+                base, limit = self.regions[r - 1][:2] if r - 1 in self.regions else (0, 0)
             cfg.append(ConfigWrite(SxpRegister.KSELLIMIT_BASE, r, base))
             cfg.append(ConfigWrite(SxpRegister.KSELLIMIT_LIMIT, r, limit))
         return tuple(cfg)
@@ -228,6 +253,12 @@ class Runtime:
                     slot = resume.slots.get(t) if resume is not None else None
                     job[t] = _boot_program(sl, slot)
         return job
+
+    def clear_boot(self, block_bytes=1024):
+        """The baseline load: every tile of :meth:`clear_code` reads its binary in the clear
+        into tile memory at CODE_BASE, *block_bytes* per read."""
+        return {t: (lambda tile, a=addr, n=size: clear_loader(tile, a, n, CODE_BASE, block_bytes))
+                for t, (addr, size) in self.clear_loads.items()}
 
     def step(self, stream, compute=True):
         """A step: each reader tile reads its frames of *stream* into its data buffer and

@@ -2,6 +2,8 @@
 secure boot, measurement, data streams with a key change, checkpoint and resume, and each
 attack the issue lists, each detected with no byte of the failing frame accepted — on the
 reference device (cryptography) and on the SXP golden model (sw.sxp.model)."""
+import random
+
 import pytest
 
 from hw.sxp.packet import Kind
@@ -10,7 +12,7 @@ from sw.itx.frames import StreamType, encrypt_stream, payload_bytes, stream_nonc
 from sw.itx.runtime import CODE_BASE, DATA_BASE, STATE_BASE
 from sw.itx.testing import GoldenDevice, ReferenceDevice, Scenario, TrustedCcu
 from sw.itx.tile import (Cause, Read, SecurityException, StreamSlice, Tile, Write, bootloader,
-                         check_measurement, write_packets)
+                         check_measurement, clear_loader, write_packets)
 from sw.pcie.beats import Beat, header
 
 SENTINEL = Scenario.SENTINEL
@@ -306,3 +308,30 @@ def test_host_config_locked_in_trusted_mode(device):
     else:
         app.rt.configure(app.dev.sxp.host_write)
         assert app.dev.sxp.ignored_host_writes > 0
+
+
+@pytest.mark.parametrize("lanes", [1, 4])
+def test_clear_load_baseline(lanes):
+    """The non-confidential baseline of the overhead benchmark: binaries placed in the
+    cleartext region 0 and read with aes = 0 land as they are; the SXP configuration opens
+    region 0 exactly over them; a clear read of a keyed region is refused (CLEAR)."""
+    from hw.sxp.regs import Cause as SxpCause
+    app = App(device=("golden", lanes), seed=12)
+    rng = random.Random(12)
+    plain = {t: rng.randbytes(3000 + 16 * t % 512) for t in TILES}
+    app.rt.clear_code(plain)
+    base, limit = app.rt.clear[:2]
+    app.launch()
+    assert app.dev.model.region(0) == (base, limit)
+    app.dev.run(app.rt.clear_boot())
+    for t in TILES:
+        mem = app.tile(t).memory
+        assert mem[CODE_BASE:CODE_BASE + len(plain[t])] == plain[t], f"tile {t}: clear load differs"
+        assert app.tile(t).digest is None, "a clear load is not measured"
+    # the same loader pointed at a keyed region (encrypted code frames): refused
+    keyed = app.code[TILES[0]].addr
+    tile = app.tile(TILES[0])
+    tile.run(clear_loader(tile, keyed, 1024))
+    with pytest.raises(SecurityException):
+        app.dev.run({})
+    assert app.dev.model.exc and app.dev.model.record.cause is SxpCause.CLEAR

@@ -124,6 +124,7 @@ class ReferenceDevice:
         self.max_cycles = max_cycles
         self.now = 0
         self.exception = None
+        self.held = False        # the CCU held the tiles: nothing runs until a new device
         self._waiting = {p: deque() for p in range(PHYS_CONTEXTS)}   # reads queued per context
         self._busy = {}          # phys -> tag of its outstanding read
         self._reads = {}         # tag -> [tile, phys, addr, length, staged bytes, packets]
@@ -139,6 +140,11 @@ class ReferenceDevice:
     def _sxp_exception(self):
         """The latched SXP exception (what drives irq), or None."""
         return self.sxp.exception
+
+    def hold_tiles(self):
+        """The CCU's hold (its exception handler): every tile stops and stays stopped."""
+        self.held = True
+        self._halt_all(Cause.HELD, "held by the CCU")
 
     def _halt_all(self, cause, detail):
         for tile in self.tiles.values():
@@ -210,7 +216,10 @@ class ReferenceDevice:
 
     def run(self, job):
         """Run the tile programs of *job* (tile -> callable(tile) -> generator) to the end.
-        Raises the first SecurityException (every tile halts on one)."""
+        Raises the first SecurityException (every tile halts on one); a held device
+        runs nothing (SecurityException HELD)."""
+        if self.held:
+            raise SecurityException(Cause.HELD, None, "the CCU holds the tiles")
         for t, program in job.items():
             self.tiles[t].run(program(self.tiles[t]))
         start = self.now
@@ -320,7 +329,8 @@ class GoldenDevice(ReferenceDevice):
     completion header gets tile, ``key_index`` and ``aes`` from the tag's entry and ``cc``
     on the completion that finishes the read. The shim reaches it only through CSR writes:
     :attr:`host_csr` / :attr:`ccu_csr` (``write32`` callables for
-    :class:`sw.itx.csr.CsrConfigWriter` / :class:`sw.itx.csr.CsrKeyPort`)."""
+    :class:`sw.itx.csr.CsrConfigWriter` / :class:`sw.itx.csr.CsrKeyPort`), and the CCU reads
+    its port with :attr:`ccu_read32` and holds the tiles with :meth:`hold_tiles`."""
 
     def __init__(self, tiles, host=None, contexts=16, **kw):
         from sw.sxp.driver import ModelBus
@@ -328,6 +338,7 @@ class GoldenDevice(ReferenceDevice):
         super().__init__(tiles, host=host, **kw)
         self.model = SxpModel(contexts, self.lanes)
         self.host_csr, self.ccu_csr = ModelBus(self.model, "host"), ModelBus(self.model, "ccu")
+        self.ccu_read32 = lambda addr: self.model.csr_read(addr, "ccu")
         self._table = {}         # tag -> [tile, key_index, aes, bytes left]
         self._xb = deque()       # packets waiting to enter xb_i
 

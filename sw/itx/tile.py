@@ -33,7 +33,7 @@ from .frames import (IV_BYTES, TAG_BYTES, checkpoint_nonce, frame_count, iv_bloc
                      payload_bytes, stream_nonce, StreamType)
 
 __all__ = ["Tile", "Read", "Write", "SecurityException", "Cause", "TILE_MEMORY",
-           "CodeSlice", "StreamSlice", "CheckpointSlot", "bootloader", "read_stream",
+           "CodeSlice", "StreamSlice", "CheckpointSlot", "bootloader", "clear_loader", "read_stream",
            "write_checkpoint", "read_checkpoint", "tile_digest", "application_measurement",
            "check_measurement", "write_packets"]
 
@@ -45,6 +45,7 @@ class Cause:
     IV_MISMATCH = "iv-mismatch"         # the frame authenticates but is not the one expected
     MEASUREMENT = "measurement"         # the binary's hash differs from the manifest's
     PROTOCOL = "protocol"               # a completion the tile did not ask for
+    HELD = "held"                       # the CCU holds the tiles (its exception handler)
 
 
 class SecurityException(Exception):
@@ -195,7 +196,7 @@ class Tile:
         if self.complete and not h["cc"]:
             self._halt(SecurityException(Cause.PROTOCOL, self.id, "read complete without cc"))
             return False
-        if self.complete and not any(self._stage[-TAG_BYTES:]):
+        if self.complete and r.aes and not any(self._stage[-TAG_BYTES:]):
             # the SXP zeroes the tag slot of a frame whose tag did not verify or whose op
             # its engine refused (docs/sxp.md): discard it without waiting for irq
             self._halt(SecurityException(Cause.SXP_AUTH, self.id,
@@ -273,6 +274,16 @@ def bootloader(tile, code, load_base=0):
 
     yield from _read_frames(tile, code, code.nonce, load_base, landed)
     tile.digest = h.digest()
+
+
+def clear_loader(tile, addr, length, dest=0, block_bytes=1024):
+    """A normal (non-confidential) load: *length* bytes read in the clear (``aes`` = 0,
+    cleartext region 0) in reads of *block_bytes* into tile memory at *dest*, nothing
+    checked or hashed — the baseline the encrypted boot is measured against."""
+    for at in range(0, length, block_bytes):
+        n = min(block_bytes, length - at)
+        data = yield Read(addr + at, n, 0, aes=0)
+        tile.memory[dest + at:dest + at + n] = data
 
 
 def read_stream(tile, sl, dest):

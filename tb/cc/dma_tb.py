@@ -29,10 +29,16 @@ BOUNCE = (0x20000, 0x30000)      # bounce buffer
 
 
 class DmaTB(TB):
+    """The regions are class attributes (``PROT``/``BOUNCE``) so that a top embedding
+    ``cc_dma`` (``gpu_cc``, tb/cc/gpu_tb.py) reuses this plumbing with its own; a top
+    without the ``key`` stream or the region inputs (keys and regions set inside) has
+    ``key_src`` None and overrides :meth:`install`."""
+    PROT, BOUNCE = PROT, BOUNCE
+
     def __init__(self, dut, idle=0.0, stall=0.0, latency=(1, 6)):
         super().__init__(dut)
         self.desc_src = StreamSource(dut, "desc", self.clk)
-        self.key_src = StreamSource(dut, "key", self.clk)
+        self.key_src = StreamSource(dut, "key", self.clk) if hasattr(dut, "key__valid") else None
         self.resp_src = StreamSource(dut, "rd_resp", self.clk)
         self.status_sink = StreamSink(dut, "status", self.clk)
         self.req_sink = StreamSink(dut, "rd_req", self.clk)
@@ -44,9 +50,10 @@ class DmaTB(TB):
             for s in (self.status_sink, self.req_sink, self.wr_sink):
                 s.set_pause(random_pause(stall))
         self.latency = latency
-        dut.prot_base.value, dut.prot_limit.value = PROT
-        dut.bb_base.value, dut.bb_limit.value = BOUNCE
-        self.model = CCDmaModel(CHANNELS, FRAME_BLOCKS, PROT, BOUNCE)
+        if hasattr(dut, "prot_base"):
+            dut.prot_base.value, dut.prot_limit.value = self.PROT
+        dut.bb_base.value, dut.bb_limit.value = self.BOUNCE
+        self.model = CCDmaModel(CHANNELS, FRAME_BLOCKS, self.PROT, self.BOUNCE)
         self.mem = {}            # the RTL's memory
         self.model_mem = {}      # the model's copy
         self.expected = deque()  # (tag, code, ctr, label)
@@ -127,7 +134,8 @@ class DmaTB(TB):
 
     async def reset(self, cycles=2):
         for s in (self.desc_src, self.key_src, self.resp_src):
-            s.clear()
+            if s is not None:
+                s.clear()
         self._pending.clear()
         await super().reset(cycles)
         # a reset aborts the reads in flight: no response to a request from before it

@@ -8,3 +8,7 @@ def test_cc_ctrl():
 
 def test_cc_dma():
     run("cc_dma", "tb.cc.cocotb_dma")
+
+
+def test_gpu_cc():
+    run("gpu_cc", "tb.cc.cocotb_gpu")

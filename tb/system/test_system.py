@@ -335,13 +335,7 @@ async def checkpoint_from_another_epoch(dut):
 
 
 # ---- pytest entry ---------------------------------------------------------------------------
-# The lanes-4 build costs ≈ 15 min of Verilator on two cores: it runs when LANES4=1
-# (docs/line-rate.md), so that the default regression stays within CI's budget.
-LANES4 = pytest.mark.skipif(os.environ.get("LANES4", "0") in ("", "0"),
-                            reason="lanes-4 sxp_system build: set LANES4=1")
-
-
-@pytest.mark.parametrize("design", ["sxp_system", pytest.param("sxp_system_x4", marks=LANES4)])
+@pytest.mark.parametrize("design", ["sxp_system", "sxp_system_x4"])
 def test_sxp_system(design):
     """The whole regression on one build per lanes (1 and 4): 4 physical contexts, 16
     read-table entries."""
