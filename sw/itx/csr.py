@@ -13,12 +13,18 @@ there and in :mod:`hw.sxp.regs`, not here).
   bus polls STATUS there). With a ``read32`` it also reads the trusted-mode bit and the
   exception record back (STATUS, EXC_ADDR, EXC_TILE; the record is acknowledged by writing
   STATUS.exc = 1), and with a ``hold`` callable it holds the tiles — what
-  :class:`sw.ccu.cce.Cce` needs beyond key installation.
+  :class:`sw.ccu.cce.Cce` needs beyond key installation. The SXP checks the configuration
+  before trusted mode takes effect, a few cycles after the CTRL.trust write: with a
+  ``read32``, :meth:`CsrKeyPort.set_trusted_mode` returns only once STATUS says trusted or
+  an exception is latched (at most :data:`TRUST_POLLS` reads), so the CCU's read-back of
+  the bit sees the outcome, not the request in flight.
 """
 from sw.ccu.sxp_port import ExceptionCause, ExceptionSource, SxpRegister
 from sw.sxp.driver import SxpCsrDriver, key_writes, register_address
 
-__all__ = ["CsrConfigWriter", "CsrKeyPort", "status_fields"]
+__all__ = ["CsrConfigWriter", "CsrKeyPort", "status_fields", "TRUST_POLLS"]
+
+TRUST_POLLS = 64        # STATUS reads allowed for a CTRL.trust request to resolve
 
 
 def status_fields(regmap, value, register="STATUS"):
@@ -53,6 +59,16 @@ class CsrKeyPort(SxpCsrDriver):
 
     def _status(self):
         return self._fields("STATUS")
+
+    def set_trusted_mode(self):
+        super().set_trusted_mode()
+        if self._read32 is None:
+            return
+        for _ in range(TRUST_POLLS):
+            st = self._status()
+            if st["trusted"] or st["exc"]:
+                return
+        raise TimeoutError(f"CTRL.trust unresolved after {TRUST_POLLS} STATUS reads: {st}")
 
     def trusted_mode(self):
         return bool(self._status()["trusted"])

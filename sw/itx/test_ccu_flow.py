@@ -10,21 +10,14 @@ keys."""
 import pytest
 
 from hw.sxp.regs import Cause as SxpCause
-from sw.ccu.ca import ManufacturerCA
 from sw.ccu.cce import TeeState
-from sw.ccu.certs import fingerprint
-from sw.ccu.device import Device
 from sw.ccu.errors import ApiOrderError
-from sw.ccu.manifest import KEY_CHECKPOINT, JobManifest, PartyEntry
 from sw.ccu.sxp_port import ExceptionSource
-from sw.ccu.testing import firmware, make_identities, make_parties
 from sw.itx.csr import CsrConfigWriter, CsrKeyPort
 from sw.itx.frames import payload_bytes
 from sw.itx.runtime import DATA_BASE
-from sw.itx.testing import GoldenDevice, Scenario
+from sw.itx.testing import CcuJob, GoldenDevice, Scenario
 from sw.itx.tile import Cause, SecurityException, application_measurement
-
-MODEL, DATA = 1, 2
 
 
 def launched(seed, tamper=None):
@@ -35,32 +28,13 @@ def launched(seed, tamper=None):
         tamper(sc)
     dev = GoldenDevice(sc.tiles, host=sc.rt.host)
     sc.prepare(dev.tiles)
-    code_id, data_id = sc.rt.key_id(sc.model_key), sc.rt.key_id(sc.data_key)
-
-    ca = ManufacturerCA()
-    bundle = firmware(ca)
-    port = CsrKeyPort(dev.ccu_csr, read32=dev.ccu_read32, hold=dev.hold_tiles)
-    ccu = Device(bundle, ca.firmware_public_key, port, trng=lambda n: bytes(range(n)))
-    ca.provision(ccu)
-    ids = make_identities(MODEL, DATA)
-    job = JobManifest(
-        job_id=b"itx-issue-6-job!", binary_measurement=sc.rt.measurement(),
-        parties=(PartyEntry(MODEL, fingerprint(ids[MODEL][1]), (code_id,)),
-                 PartyEntry(DATA, fingerprint(ids[DATA][1]), (data_id,))),
-        key_sets=sc.rt.key_sets({0: {1: KEY_CHECKPOINT}}),
-        sxp_config=sc.rt.sxp_config())
-    parties = make_parties(ca, ca.reference_certificate(bundle), ids, job)
-
+    ccu = CcuJob(sc, CsrKeyPort(dev.ccu_csr, read32=dev.ccu_read32, hold=dev.hold_tiles))
     # the host programs the SXP first: trusted mode (entered by create_tee) requires a
     # consistent configuration (KPHYSMAP 1:1, disjoint regions) or raises CONFIG
     sc.rt.configure(CsrConfigWriter(dev.host_csr))
-    ccu.cce.create_tee(job, [cert for _, cert in ids.values()])
+    ccu.launch()                         # manifest config over the ccu port, key set 0
     assert dev.model.trusted and not dev.model.exc
-    evidence = ccu.cce.get_attestation_report()
-    for pid, key in ((MODEL, {code_id: sc.model_key}), (DATA, {data_id: sc.data_key})):
-        ccu.cce.submit_key_package(parties[pid].wrap_keys(parties[pid].verify(evidence), key))
-    ccu.cce.launch()                     # manifest config over the ccu port, key set 0
-    return sc, dev, ccu, job
+    return sc, dev, ccu, ccu.job
 
 
 def measured(dev):

@@ -4,7 +4,8 @@ models: :class:`ReferenceSxp` (key contexts, KXBCTXMAP/KPHYSMAP/KSELLIMIT checks
 per physical context, streaming decryption with the tag checked on the last completion),
 :class:`ReferenceDevice` (tiles + reference SXP + :class:`~sw.itx.host.HostMemory`, run
 packet by packet, one cycle per loop) and :class:`TrustedCcu` (installs the runtime's key
-sets through any :class:`~sw.ccu.sxp_port.SxpKeyPort`). Both devices run at the lanes of
+sets through any :class:`~sw.ccu.sxp_port.SxpKeyPort`; :class:`CcuJob` is the real CCU
+firmware model for the same job). Both devices run at the lanes of
 their host memory (beats of 16·lanes bytes; a packet not on beats is refused, as the SXP's
 MALFORMED check does).
 """
@@ -22,7 +23,7 @@ from .frames import IV_BYTES, J0_TAIL, NONCE_BYTES, TAG_BYTES
 from .host import HostMemory
 from .tile import Cause, SecurityException, Tile
 
-__all__ = ["ReferenceSxp", "ReferenceDevice", "TrustedCcu"]
+__all__ = ["ReferenceSxp", "ReferenceDevice", "TrustedCcu", "Scenario", "GoldenDevice", "CcuJob"]
 
 
 def _payload(packet, beat_bytes=BEAT_BYTES):
@@ -400,3 +401,48 @@ class GoldenDevice(ReferenceDevice):
 def _beats(hdr, blocks):
     return [Beat(d, dict(hdr), int(k == 0), int(k == len(blocks) - 1))
             for k, d in enumerate(blocks)]
+
+
+class CcuJob:
+    """The real CCU firmware model (:mod:`sw.ccu`) for a :class:`Scenario`: a device
+    provisioned by a manufacturer CA and booted on *port* (a
+    :class:`sw.ccu.sxp_port.CcuPort`: the golden model's or the RTL's), the job manifest
+    (the runtime's measurement, key schedule and SXP configuration; the CCU derives the
+    checkpoint key of context 1) and both parties, whose key packages answer the CCU's
+    attestation report. :meth:`launch` is the CCU side of a job start: create the TEE
+    (trusted mode entered and read back), attest, unwrap the two packages, launch (the
+    manifest's configuration and key set 0 over the port)."""
+
+    MODEL, DATA = 1, 2
+
+    def __init__(self, sc, port, job_id=b"itx-issue-6-job!"):
+        from sw.ccu.ca import ManufacturerCA
+        from sw.ccu.certs import fingerprint
+        from sw.ccu.device import Device
+        from sw.ccu.manifest import KEY_CHECKPOINT, JobManifest, PartyEntry
+        from sw.ccu.testing import firmware, make_identities, make_parties
+        ca = ManufacturerCA()
+        bundle = firmware(ca)
+        self.device = Device(bundle, ca.firmware_public_key, port, trng=lambda n: bytes(range(n)))
+        ca.provision(self.device)
+        self.cce = self.device.cce
+        code_id, data_id = sc.rt.key_id(sc.model_key), sc.rt.key_id(sc.data_key)
+        self.ids = make_identities(self.MODEL, self.DATA)
+        self.job = JobManifest(
+            job_id=job_id, binary_measurement=sc.rt.measurement(),
+            parties=(PartyEntry(self.MODEL, fingerprint(self.ids[self.MODEL][1]), (code_id,)),
+                     PartyEntry(self.DATA, fingerprint(self.ids[self.DATA][1]), (data_id,))),
+            key_sets=sc.rt.key_sets({0: {1: KEY_CHECKPOINT}}),
+            sxp_config=sc.rt.sxp_config())
+        self.parties = make_parties(ca, ca.reference_certificate(bundle), self.ids, self.job)
+        self._keys = {self.MODEL: {code_id: sc.model_key}, self.DATA: {data_id: sc.data_key}}
+
+    def launch(self):
+        """Create, attest, submit both parties' packages, launch. Returns the evidence."""
+        self.cce.create_tee(self.job, [cert for _, cert in self.ids.values()])
+        evidence = self.cce.get_attestation_report()
+        for pid, keys in self._keys.items():
+            party = self.parties[pid]
+            self.cce.submit_key_package(party.wrap_keys(party.verify(evidence), keys))
+        self.cce.launch()
+        return evidence

@@ -30,7 +30,7 @@ import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
 from hw.sxp.packet import BEAT_BYTES, Kind, beat_layout
-from sw.itx.csr import CsrConfigWriter, CsrKeyPort, status_fields
+from sw.itx.csr import TRUST_POLLS, CsrConfigWriter, CsrKeyPort, status_fields
 from sw.itx.tile import Cause, SecurityException, Tile
 from sw.pcie.beats import decode, encode
 from tb.common.stream import StreamSink, StreamSource, random_pause
@@ -40,7 +40,6 @@ __all__ = ["CsrBus", "SystemTB", "VERDICT_CYCLES", "lanes_of"]
 
 VERDICT_CYCLES = 2
 CPL_AHEAD_BEATS = 8     # completion beats the host keeps queued ahead of pcie_i
-TRUST_POLLS = 64        # STATUS reads allowed for CTRL.trust to take effect
 
 
 def lanes_of(dut):
@@ -88,6 +87,16 @@ class CsrBus:
         value = int(self.r_data.value)
         await FallingEdge(self.clk)
         return value
+
+    async def write_now(self, addr, data):
+        """One write, played at once (queued writes first)."""
+        self.write(addr, data)
+        await self.flush()
+
+    async def key_idle(self):
+        """Wait until STATUS.key_busy = 0 (a key commit waits for it)."""
+        self.wait_key_idle()
+        await self.flush()
 
     async def status(self):
         return status_fields(self.regmap, await self.read(self.regmap["STATUS"].addr))
@@ -150,6 +159,7 @@ class SystemTB(TB):
         self.now = 0
         self.exception = None
         self.irq_seen = False
+        self.held = False
         self._rr = deque(self.tiles)
         self._req_beats, self._cpl_beats = [], []
         self._verdicts = []          # (cycle, tile) frames waiting for the irq verdict
@@ -191,7 +201,7 @@ class SystemTB(TB):
         self._xb_lock = {}
         self._rr = deque(self.tiles)
         self._req_beats, self._cpl_beats, self._verdicts = [], [], []
-        self.exception, self.irq_seen = None, False
+        self.exception, self.irq_seen, self.held = None, False, False
 
     # ---- one cycle of the world around the RTL ----------------------------------------------
     async def _pump(self):
@@ -204,6 +214,12 @@ class SystemTB(TB):
                 self.irq_seen = True
                 self._halt_all(Cause.SXP_AUTH, f"SXP irq at cycle {self.now}")
             self._move()
+
+    def hold(self):
+        """The CCU holds the tiles (its exception handler): every tile halts, nothing more
+        is issued until :meth:`restart`."""
+        self.held = True
+        self._halt_all(Cause.HELD, "held by the CCU")
 
     def _halt_all(self, cause, detail):
         for tile in self.tiles.values():
@@ -218,7 +234,7 @@ class SystemTB(TB):
         # lets one tile at a time use an exchange-block context for writes: from the first
         # packet of a written frame to its cc packet no other tile's write on that xbctx
         # goes (ITX: "its physical key context is used by one tile at a time").
-        if len(self.xb_src.queue) < 8:
+        if len(self.xb_src.queue) < 8 and not self.held:
             for _ in range(len(self._rr)):
                 t = self._rr[0]
                 self._rr.rotate(-1)
@@ -304,7 +320,10 @@ class SystemTB(TB):
 
     async def run(self, job, max_cycles=2_000_000):
         """Run *job* (tile -> callable(tile) -> generator) to the end; returns the cycles
-        taken; raises the security exception if one halted the tiles."""
+        taken; raises the security exception if one halted the tiles (HELD if the CCU
+        holds them)."""
+        if self.held:
+            raise SecurityException(Cause.HELD, None, "the CCU holds the tiles")
         for t, program in job.items():
             self.tiles[t].run(program(self.tiles[t]))
         start = self.now

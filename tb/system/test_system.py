@@ -27,12 +27,17 @@ import cocotb
 import pytest
 
 from hw.sxp.regs import Cause as SxpCause
+from sw.ccu.cce import TeeState
+from sw.ccu.errors import ApiOrderError
+from sw.ccu.sxp_port import ExceptionSource
 from sw.itx.frames import (StreamType, checkpoint_nonce, decrypt_stream, encrypt_stream,
                            payload_bytes, stream_nonce)
 from sw.itx.host import HostMemory
 from sw.itx.runtime import CODE_BASE, DATA_BASE, STATE_BASE
-from sw.itx.testing import Scenario, TrustedCcu
-from sw.itx.tile import Cause, SecurityException, check_measurement
+from sw.itx.testing import CcuJob, Scenario, TrustedCcu
+from sw.itx.tile import Cause, SecurityException, application_measurement, check_measurement
+from tb.common.scrub import Scanner, gcm_key_secrets
+from tb.system.ccu_port import RtlCcuPort, run_ccu
 from tb.system.env import SystemTB, lanes_of
 
 PARAMS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}"))
@@ -332,6 +337,138 @@ async def checkpoint_from_another_epoch(dut):
     for t in TILES:
         assert set(tb.tiles[t].memory[STATE_BASE:STATE_BASE + new.STATE]) == {new.SENTINEL}, \
             f"tile {t}: a checkpoint byte landed"
+
+
+# ---- the CCU firmware model on the RTL ----------------------------------------------------
+class SpyPort(RtlCcuPort):
+    """The RTL port, remembering every non-zero key the CCU installed (the checkpoint key
+    is derived inside the CCU: the test learns it only here), so that a scan can look for
+    all of them afterwards."""
+
+    def __init__(self, tb):
+        super().__init__(tb)
+        self.installed = []
+
+    def install_key(self, phys_ctx, key):
+        if any(key):
+            self.installed.append(bytes(key))
+        super().install_key(phys_ctx, key)
+
+
+async def ccu_launched(dut, sc, idle=0.1, stall=0.1):
+    """The real CCU model (sw.ccu, :class:`sw.itx.testing.CcuJob`) on the RTL's ccu port:
+    the host configures the SXP, then the CCU creates the TEE (trusted mode, read back),
+    attests, unwraps both parties' packages and launches. The scan baseline is taken
+    before any key enters."""
+    tb = await setup(dut, sc, idle, stall)
+    scanner = Scanner(dut, ("xb_i__", "pcie_i__", "ccu__", "host__"))
+    scanner.baseline()
+    sc.rt.configure(tb.config_writer())
+    await tb.host_csr.flush()
+    port = SpyPort(tb)
+    ccu = CcuJob(sc, port)
+    await run_ccu(ccu.launch)
+    st = await tb.ccu_csr.status()
+    assert st["trusted"] and not st["exc"], f"the CCU's launch left STATUS {st}"
+    assert ccu.cce.state is TeeState.BOOTING and port.installed, "launch installed no key"
+    # positive control: the same scan finds the keys the CCU just installed
+    await tb.cycles(32)
+    found = {h.kind for h in scanner.find([s for key in port.installed
+                                           for s in gcm_key_secrets(key, tb.lanes)])}
+    assert found, "control: the scan finds no installed key in the live SXP"
+    return tb, ccu, port, scanner
+
+
+async def assert_no_key_left(tb, port, scanner, what):
+    """No window of any key the CCU installed, of its round keys or of H..H^lanes is in
+    any signal or memory of the RTL (after the zero-key installs have left the pipeline)."""
+    await tb.cycles(64)
+    secrets = [s for key in port.installed for s in gcm_key_secrets(key, tb.lanes)]
+    scanner.assert_clean(secrets, what)
+
+
+@cocotb.test()
+async def ccu_firmware_lifecycle(dut):
+    """The CCU firmware model drives the RTL through a whole job: launch (trusted mode read
+    back), secure boot, the bootloader's measurement checked by the CCU before main
+    execution, the key change at the synchronisation point, a data step, a checkpoint
+    under the CCU-derived key, terminate; then no key is left in the SXP."""
+    sc = scenario(dut, 31)
+    tb, ccu, port, scanner = await ccu_launched(dut, sc)
+    await boot(tb, sc)
+    measured = application_measurement({t.id: t.digest for t in tb.tiles.values()})
+    await run_ccu(lambda: ccu.cce.start_main(measured))
+    assert ccu.cce.state is TeeState.RUNNING
+    await run_ccu(ccu.cce.next_key_set)                    # synchronisation point 1
+    await tb.run(sc.rt.step(sc.data))
+    for t, sl in sc.data.readers.items():
+        size = payload_bytes(sl.frame_bytes)
+        lo, hi = sl.first * size, min(len(sc.batch), (sl.first + sl.count) * size)
+        assert tb.tiles[t].memory[DATA_BASE:DATA_BASE + hi - lo] == sc.batch[lo:hi], \
+            f"tile {t}: data buffer differs from the data stream"
+    await tb.run(sc.rt.checkpoint(sc.plan))                 # under the derived key
+    saved = sc.rt.save(sc.plan, epoch=1, checkpoint=0)
+    assert len(port.installed) == 3, "expected the code, checkpoint and data keys"
+    ckpt_key = port.installed[1]
+    for t in TILES:
+        nonce = lambda i, t=t: checkpoint_nonce(1, 0, 0, t, i)  # noqa: E731
+        state = bytes(tb.tiles[t].memory[STATE_BASE:STATE_BASE + sc.STATE])
+        assert decrypt_stream(ckpt_key, nonce, saved.blobs[t], sc.STATE,
+                              saved.frame_bytes) == state, f"tile {t}: checkpoint frames"
+    assert not tb.irq_seen and ccu.cce.exception_log == ()
+    await run_ccu(ccu.cce.terminate)
+    assert ccu.cce.state is TeeState.TERMINATED
+    await assert_no_key_left(tb, port, scanner, "after terminate")
+
+
+@cocotb.test()
+async def ccu_handles_an_attack(dut):
+    """A flipped ciphertext bit in the victim's code frame: the SXP raises its exception
+    (irq, the CCU's pin); the CCU model reads the cause record over the RTL's ccu port
+    (AUTH, the victim tile, an address inside the frame), acknowledges it, holds the
+    tiles, zeroes the contexts it loaded — no key is left in the SXP — and refuses to go
+    on; main execution never starts. Frames in flight on the zeroed contexts fail too:
+    their events are logged without a second stop, and once they are acknowledged the pin
+    stays low."""
+    sc = scenario(dut, 32)
+    addr = sc.frame_addr(VICTIM, FRAME)
+    sc.flip(addr, 16 + random.randrange(400), random.randrange(8))
+    tb, ccu, port, scanner = await ccu_launched(dut, sc)
+    try:
+        await tb.run(sc.rt.boot())
+    except SecurityException as e:
+        assert e.cause == Cause.SXP_AUTH, f"detected as {e.cause}, expected the SXP's AUTH"
+    else:
+        raise AssertionError("the flipped frame went undetected")
+    # the tile may halt on the zeroed tag slot a cycle or two before the SXP latches AUTH
+    await tb.until_high(dut.irq, timeout=32)                # the CCU's pin
+    event = await run_ccu(lambda: ccu.cce.on_exception(time=tb.now))
+    assert event is not None and event.stopped and event.state is TeeState.BOOTING
+    cause = event.cause
+    assert cause.source is ExceptionSource.SXP and cause.code == SxpCause.AUTH.value, cause
+    assert cause.tile == VICTIM, f"cause record names tile {cause.tile}, not {VICTIM}"
+    n = sc.code[VICTIM].frame_bytes
+    assert addr <= cause.address < addr + n, f"cause address {cause.address:#x} outside the frame"
+    # Frames still in flight on the zeroed contexts now fail too and raise the pin again:
+    # each later event is read, acknowledged and only logged (the job is already stopped).
+    await tb.cycles(400)
+    for _ in range(16):
+        if not int(dut.irq.value):
+            break
+        later = await run_ccu(lambda: ccu.cce.on_exception(time=tb.now))
+        assert later is not None and not later.stopped, f"a later event: {later}"
+        await tb.cycles(4)
+    assert int(dut.irq.value) == 0, "the CCU's acknowledges did not clear the pin"
+    assert ccu.cce.exception_log[0] == event
+    assert tb.held and ccu.cce.state is TeeState.STOPPED
+    assert_loaded(sc, tb.tiles[VICTIM], FRAME)
+    try:
+        await run_ccu(lambda: ccu.cce.start_main(sc.rt.measurement()))
+    except ApiOrderError:                                   # refused in STOPPED
+        pass
+    else:
+        raise AssertionError("start_main went on after the CCU stopped the job")
+    await assert_no_key_left(tb, port, scanner, "after the CCU's exception handler")
 
 
 # ---- pytest entry ---------------------------------------------------------------------------
