@@ -34,6 +34,7 @@ DESIGNS = {
     "sxp_x4": Design("sxp", "hw.sxp:SXP", (("lanes", 4),)),
     "sxp_system": Design("system", "hw.top:SxpSystem"),
     "sxp_system_x4": Design("system", "hw.top:SxpSystem", (("lanes", 4),)),
+    "itx_device": Design("itx", "hw.itx:ItxDevice"),
     "cc_ctrl": Design("cc", "hw.cc:CCCtrl"),
     "cc_dma": Design("cc", "hw.cc:CCDma"),
     "gpu_cc": Design("cc", "hw.cc:GpuCC"),

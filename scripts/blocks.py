@@ -2,7 +2,7 @@
 
 ``python -m scripts.blocks [BLOCK]`` prints the pytest paths: ``tb`` for the whole
 regression; for a block folder (``aes``, ``sxp``, …) or a design (``aes256``, …) the block's
-cocotb tests in ``tb/<folder>``, or for a software-only block (``ccu``, ``itx``) its tests in
+cocotb tests in ``tb/<folder>``, or for a software-only block (``ccu``) its tests in
 ``sw/<folder>``. A name that selects no test fails with a message instead of a pytest run
 that collects nothing.
 """

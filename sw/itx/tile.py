@@ -46,6 +46,7 @@ class Cause:
     MEASUREMENT = "measurement"         # the binary's hash differs from the manifest's
     PROTOCOL = "protocol"               # a completion the tile did not ask for
     HELD = "held"                       # the CCU holds the tiles (its exception handler)
+    PIN = "exception-pin"               # the device's exception pin (the CCU reads the cause)
 
 
 class SecurityException(Exception):

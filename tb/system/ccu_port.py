@@ -23,11 +23,14 @@ __all__ = ["RtlCcuPort", "run_ccu"]
 
 class RtlCcuPort(CsrKeyPort):
     """The CCU port of a :class:`tb.system.env.SystemTB`; call it only from code run by
-    :func:`run_ccu`."""
+    :func:`run_ccu`. ``installed`` keeps every non-zero key the CCU installed (the
+    checkpoint key is derived inside the CCU: a test learns it only here), so that a scan
+    can look for all of them afterwards."""
 
     def __init__(self, tb):
         bus = tb.ccu_csr
         self.reads = self.writes = 0
+        self.installed = []
 
         def write32(addr, value):
             self.writes += 1
@@ -39,6 +42,11 @@ class RtlCcuPort(CsrKeyPort):
 
         super().__init__(write32, tb.contexts, wait_key_idle=resume(bus.key_idle),
                          read32=read32, hold=tb.hold)
+
+    def install_key(self, phys_ctx, key):
+        if any(key):
+            self.installed.append(bytes(key))
+        super().install_key(phys_ctx, key)
 
 
 async def run_ccu(call):

@@ -132,8 +132,14 @@ class CsrBus:
 
 
 class SystemTB(TB):
-    def __init__(self, dut, tiles, host, contexts, idle=0.0, stall=0.0, rng=None):
+    """*pin*: the output whose rise halts every tile (``irq`` of sxp_system; ``exc`` of
+    itx_device), reported as *pin_cause*."""
+
+    def __init__(self, dut, tiles, host, contexts, idle=0.0, stall=0.0, rng=None,
+                 pin="irq", pin_cause=Cause.SXP_AUTH):
         super().__init__(dut)
+        self.pin, self.pin_cause = getattr(dut, pin), pin_cause
+        self.xb_log = {}             # tile -> data of every completion beat it got, in order
         from hw.sxp.regs import register_map
         self.regmap = register_map(contexts)
         self.contexts = contexts
@@ -202,6 +208,7 @@ class SystemTB(TB):
         self._rr = deque(self.tiles)
         self._req_beats, self._cpl_beats, self._verdicts = [], [], []
         self.exception, self.irq_seen, self.held = None, False, False
+        self.xb_log = {}
 
     # ---- one cycle of the world around the RTL ----------------------------------------------
     async def _pump(self):
@@ -209,10 +216,10 @@ class SystemTB(TB):
             await RisingEdge(self.clk)
             await ReadOnly()
             self.now += 1
-            irq = int(self.dut.irq.value)
+            irq = int(self.pin.value)
             if irq and not self.irq_seen:
                 self.irq_seen = True
-                self._halt_all(Cause.SXP_AUTH, f"SXP irq at cycle {self.now}")
+                self._halt_all(self.pin_cause, f"{self.pin._name} at cycle {self.now}")
             self._move()
 
     def hold(self):
@@ -277,6 +284,7 @@ class SystemTB(TB):
         while self.xb_sink.queue:
             beat = decode(self.xb_sink.queue.popleft(), self.lanes)
             self.beats_to_tiles += 1
+            self.xb_log.setdefault(beat.hdr["tile"], []).append(beat.data)
             self._cpl_beats.append(beat)
             if beat.last:
                 packet, self._cpl_beats = self._cpl_beats, []

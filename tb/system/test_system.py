@@ -340,32 +340,19 @@ async def checkpoint_from_another_epoch(dut):
 
 
 # ---- the CCU firmware model on the RTL ----------------------------------------------------
-class SpyPort(RtlCcuPort):
-    """The RTL port, remembering every non-zero key the CCU installed (the checkpoint key
-    is derived inside the CCU: the test learns it only here), so that a scan can look for
-    all of them afterwards."""
-
-    def __init__(self, tb):
-        super().__init__(tb)
-        self.installed = []
-
-    def install_key(self, phys_ctx, key):
-        if any(key):
-            self.installed.append(bytes(key))
-        super().install_key(phys_ctx, key)
-
-
-async def ccu_launched(dut, sc, idle=0.1, stall=0.1):
+async def ccu_launched(dut, sc, idle=0.1, stall=0.1, make_tb=setup, make_port=RtlCcuPort,
+                       skip=()):
     """The real CCU model (sw.ccu, :class:`sw.itx.testing.CcuJob`) on the RTL's ccu port:
     the host configures the SXP, then the CCU creates the TEE (trusted mode, read back),
     attests, unwraps both parties' packages and launches. The scan baseline is taken
-    before any key enters."""
-    tb = await setup(dut, sc, idle, stall)
-    scanner = Scanner(dut, ("xb_i__", "pcie_i__", "ccu__", "host__"))
+    before any key enters. *make_tb* / *make_port* build the testbench and the CCU's port
+    (itx_device has its own); *skip*: more input ports the scan leaves out."""
+    tb = await make_tb(dut, sc, idle, stall)
+    scanner = Scanner(dut, ("xb_i__", "pcie_i__", "ccu__", "host__") + tuple(skip))
     scanner.baseline()
     sc.rt.configure(tb.config_writer())
     await tb.host_csr.flush()
-    port = SpyPort(tb)
+    port = make_port(tb)
     ccu = CcuJob(sc, port)
     await run_ccu(ccu.launch)
     st = await tb.ccu_csr.status()
