@@ -63,6 +63,8 @@ class ExceptionSource(enum.Enum):
     BAD_COMPLETION = "bad-completion"          # PCIe read table dropped a completion
     COMPLETION_TIMEOUT = "completion-timeout"  # PCIe read table: a completion never came
     MEASUREMENT = "measurement"                # the CCU itself: start_main() refused the binary
+    TILE = "tile"                              # a tile's own check (the bootloader's IV
+                                               # check) reported to the CCU; ``tile`` names it
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,11 @@ the CCU model uses).
 
 Each attack is its own test; each must be detected — an SXP security exception (irq,
 STATUS.cause) or the tile's IV check — with no byte of the failing frame in tile memory.
+The attacks on the code stream and on the key schedule run under the real CCU firmware
+model (:class:`sw.itx.testing.CcuJob` on :class:`tb.system.ccu_port.RtlCcuPort`) and end
+in its exception handler: it reads the cause over the RTL's ccu port (or takes the tile's
+report), stops the job and holds the tiles. The checkpoint tests keep the stand-in
+:class:`sw.itx.testing.TrustedCcu`, which plays the epoch keys of a resumed run.
 
 The pytest entry runs every test on ``sxp_system`` (lanes 1, 16-byte beats) and on
 ``sxp_system_x4`` (lanes 4, 64-byte beats); the tests read the lanes off the DUT
@@ -29,7 +34,7 @@ import pytest
 from hw.sxp.regs import Cause as SxpCause
 from sw.ccu.cce import TeeState
 from sw.ccu.errors import ApiOrderError
-from sw.ccu.sxp_port import ExceptionSource
+from sw.ccu.sxp_port import ExceptionCause, ExceptionSource
 from sw.itx.frames import (StreamType, checkpoint_nonce, decrypt_stream, encrypt_stream,
                            payload_bytes, stream_nonce)
 from sw.itx.host import HostMemory
@@ -215,13 +220,32 @@ async def reads_and_writes_mixed(dut):
 
 # ---- attacks on the code stream ----------------------------------------------------------
 async def attack_boot(dut, sc, cause, sxp_cause=None):
-    tb = await setup(dut, sc)
-    await launch(tb, sc)
+    """Boot under the CCU model with a tampered code frame; detected (*cause*, SXP cause
+    *sxp_cause*), the victim's earlier frames loaded and nothing of the bad one; then the
+    CCU handles it (:func:`ccu_handles`)."""
+    tb, ccu, _, _ = await ccu_launched(dut, sc, scan=False)
     await expect_exception(tb, sc.rt.boot(), cause, sxp_cause)
     victim = tb.tiles[VICTIM]
     assert victim.exception is not None, "the victim tile was not halted"
     assert_loaded(sc, victim, FRAME)
+    await ccu_handles(tb, ccu, sxp_cause, TeeState.BOOTING)
     return tb
+
+
+async def ccu_handles(tb, ccu, sxp_cause, state):
+    """The CCU model handles the exception: an SXP one from its pin (``irq``) and cause
+    record, read over its port; a tile's IV-check failure as the tile reports it (source
+    TILE). It stops the job (*state* → STOPPED) and holds the tiles."""
+    if sxp_cause is not None:
+        await tb.until_high(tb.dut.irq, timeout=64)
+        event = await run_ccu(lambda: ccu.cce.on_exception(time=tb.now))
+        assert event is not None and event.cause.source is ExceptionSource.SXP and \
+            event.cause.code == sxp_cause.value, f"the CCU read {event}, expected {sxp_cause.name}"
+    else:
+        report = ExceptionCause(ExceptionSource.TILE, tile=VICTIM)
+        event = await run_ccu(lambda: ccu.cce.on_exception(report, time=tb.now))
+    assert event.stopped and event.state is state, f"the CCU did not stop the job: {event}"
+    assert ccu.cce.state is TeeState.STOPPED and tb.held, "job not stopped / tiles not held"
 
 
 @cocotb.test()
@@ -303,10 +327,12 @@ async def host_ignores_key_schedule(dut):
     """The runtime never asks for key set 1: the data frames meet the code key in context
     0 and fail authentication (denial of service); no data byte lands, none leaks."""
     sc = scenario(dut, 11)
-    tb = await setup(dut, sc)
-    await launch(tb, sc)
+    tb, ccu, _, _ = await ccu_launched(dut, sc, scan=False)
     await boot(tb, sc)
+    measured = application_measurement({t.id: t.digest for t in tb.tiles.values()})
+    await run_ccu(lambda: ccu.cce.start_main(measured))
     await expect_exception(tb, sc.rt.step(sc.data), Cause.SXP_AUTH, SxpCause.AUTH)
+    await ccu_handles(tb, ccu, SxpCause.AUTH, TeeState.RUNNING)
     for t in TILES:
         assert set(tb.tiles[t].memory[DATA_BASE:DATA_BASE + 512]) == {sc.SENTINEL}, \
             f"tile {t}: a data byte landed"
@@ -341,15 +367,17 @@ async def checkpoint_from_another_epoch(dut):
 
 # ---- the CCU firmware model on the RTL ----------------------------------------------------
 async def ccu_launched(dut, sc, idle=0.1, stall=0.1, make_tb=setup, make_port=RtlCcuPort,
-                       skip=()):
+                       skip=(), scan=True):
     """The real CCU model (sw.ccu, :class:`sw.itx.testing.CcuJob`) on the RTL's ccu port:
     the host configures the SXP, then the CCU creates the TEE (trusted mode, read back),
     attests, unwraps both parties' packages and launches. The scan baseline is taken
-    before any key enters. *make_tb* / *make_port* build the testbench and the CCU's port
-    (itx_device has its own); *skip*: more input ports the scan leaves out."""
+    before any key enters (*scan*: else no scanner). *make_tb* / *make_port* build the
+    testbench and the CCU's port (itx_device has its own); *skip*: more input ports the scan
+    leaves out."""
     tb = await make_tb(dut, sc, idle, stall)
-    scanner = Scanner(dut, ("xb_i__", "pcie_i__", "ccu__", "host__") + tuple(skip))
-    scanner.baseline()
+    scanner = Scanner(dut, ("xb_i__", "pcie_i__", "ccu__", "host__") + tuple(skip)) if scan else None
+    if scan:
+        scanner.baseline()
     sc.rt.configure(tb.config_writer())
     await tb.host_csr.flush()
     port = make_port(tb)
@@ -358,11 +386,11 @@ async def ccu_launched(dut, sc, idle=0.1, stall=0.1, make_tb=setup, make_port=Rt
     st = await tb.ccu_csr.status()
     assert st["trusted"] and not st["exc"], f"the CCU's launch left STATUS {st}"
     assert ccu.cce.state is TeeState.BOOTING and port.installed, "launch installed no key"
-    # positive control: the same scan finds the keys the CCU just installed
-    await tb.cycles(32)
-    found = {h.kind for h in scanner.find([s for key in port.installed
-                                           for s in gcm_key_secrets(key, tb.lanes)])}
-    assert found, "control: the scan finds no installed key in the live SXP"
+    if scan:    # positive control: the same scan finds the keys the CCU just installed
+        await tb.cycles(32)
+        found = {h.kind for h in scanner.find([s for key in port.installed
+                                               for s in gcm_key_secrets(key, tb.lanes)])}
+        assert found, "control: the scan finds no installed key in the live SXP"
     return tb, ccu, port, scanner
 
 
