@@ -415,11 +415,12 @@ class CcuJob:
 
     MODEL, DATA = 1, 2
 
-    def __init__(self, sc, port, job_id=b"itx-issue-6-job!"):
+    def __init__(self, sc, port, job_id=b"itx-issue-6-job!", resume_ctx=None):
         from sw.ccu.ca import ManufacturerCA
         from sw.ccu.certs import fingerprint
         from sw.ccu.device import Device
-        from sw.ccu.manifest import KEY_CHECKPOINT, JobManifest, PartyEntry
+        from sw.ccu.manifest import (KEY_CHECKPOINT, KEY_RESUME_CHECKPOINT, JobManifest,
+                                     PartyEntry)
         from sw.ccu.testing import firmware, make_identities, make_parties
         ca = ManufacturerCA()
         bundle = firmware(ca)
@@ -432,17 +433,24 @@ class CcuJob:
             job_id=job_id, binary_measurement=sc.rt.measurement(),
             parties=(PartyEntry(self.MODEL, fingerprint(self.ids[self.MODEL][1]), (code_id,)),
                      PartyEntry(self.DATA, fingerprint(self.ids[self.DATA][1]), (data_id,))),
-            key_sets=sc.rt.key_sets({0: {1: KEY_CHECKPOINT}}),
+            key_sets=sc.rt.key_sets({0: {1: KEY_CHECKPOINT} if resume_ctx is None else
+                                     {1: KEY_CHECKPOINT, resume_ctx: KEY_RESUME_CHECKPOINT}}),
             sxp_config=sc.rt.sxp_config())
         self.parties = make_parties(ca, ca.reference_certificate(bundle), self.ids, self.job)
         self._keys = {self.MODEL: {code_id: sc.model_key}, self.DATA: {data_id: sc.data_key}}
 
-    def launch(self):
-        """Create, attest, submit both parties' packages, launch. Returns the evidence."""
-        self.cce.create_tee(self.job, [cert for _, cert in self.ids.values()])
+    def launch(self, resume=None, resume_nonce=None):
+        """Create, attest, submit both parties' packages, launch; returns the CCU's
+        :class:`~sw.ccu.cce.LaunchInfo`. *resume* (a :class:`~sw.ccu.cce.ResumePoint`): a
+        run that resumes from a checkpoint of that epoch, whose key the CCU derives from
+        the parties' *resume_nonce* (the nonce each gave the run that wrote it; the
+        manifest must load KEY_RESUME_CHECKPOINT: ``resume_ctx``)."""
+        self.cce.create_tee(self.job, [cert for _, cert in self.ids.values()], resume)
         evidence = self.cce.get_attestation_report()
+        epoch = 0 if resume is None else resume.epoch + 1
+        ckpt = 0 if resume is None else resume.checkpoint_id
         for pid, keys in self._keys.items():
             party = self.parties[pid]
-            self.cce.submit_key_package(party.wrap_keys(party.verify(evidence), keys))
-        self.cce.launch()
-        return evidence
+            verified = party.verify(evidence, epoch=epoch, checkpoint_id=ckpt)
+            self.cce.submit_key_package(party.wrap_keys(verified, keys, resume_nonce=resume_nonce))
+        return self.cce.launch()

@@ -32,8 +32,9 @@ import cocotb
 import pytest
 
 from hw.sxp.regs import Cause as SxpCause
-from sw.ccu.cce import TeeState
+from sw.ccu.cce import ResumePoint, TeeState
 from sw.ccu.errors import ApiOrderError
+from sw.ccu.keypkg import NONCE_SIZE
 from sw.ccu.sxp_port import ExceptionCause, ExceptionSource
 from sw.itx.frames import (StreamType, checkpoint_nonce, decrypt_stream, encrypt_stream,
                            payload_bytes, stream_nonce)
@@ -341,28 +342,38 @@ async def host_ignores_key_schedule(dut):
 
 @cocotb.test()
 async def checkpoint_from_another_epoch(dut):
-    """Epoch 3 must resume from epoch 2's checkpoint; the host serves epoch 1's (written
-    under epoch 1's key): the SXP, loaded with epoch 2's key, rejects it; nothing lands."""
+    """A run must resume from the checkpoint of epoch 1; the host serves the one written
+    in epoch 0 (an older state, under that run's key). Both runs are the CCU model's: the
+    resumed run's key is derived from the parties' resume nonces for epoch 1, so the SXP
+    rejects the old checkpoint (AUTH), nothing lands, and the CCU stops the job."""
     sc = scenario(dut, 12)
-    tb = await setup(dut, sc)
-    ccu, sets = await launch(tb, sc, epoch=1)
+    tb, ccu, _, _ = await ccu_launched(dut, sc, scan=False)
     await boot(tb, sc)
+    measured = application_measurement({t.id: t.digest for t in tb.tiles.values()})
+    await run_ccu(lambda: ccu.cce.start_main(measured))
     for t in TILES:
         tb.tiles[t].memory[STATE_BASE:STATE_BASE + sc.STATE] = random.randbytes(sc.STATE)
     await tb.run(sc.rt.checkpoint(sc.plan))
     saved = sc.rt.save(sc.plan, epoch=1, checkpoint=0)
-    new = scenario(dut, 12, epoch_keys=sc.epoch_keys)
+    await run_ccu(ccu.cce.terminate)
+    # ---- chip reset; a run that resumes from epoch 1 is served epoch 0's checkpoint ----
+    new = scenario(dut, 12)
     plan = new.rt.restore(saved, ctx=2)
     await tb.restart(new.rt.host, TILES)
     new.prepare(tb.tiles)
     for t in TILES:
         tb.tiles[t].epoch, tb.tiles[t].checkpoint = 2, 0
         tb.tiles[t].memory[STATE_BASE:STATE_BASE + new.STATE] = bytes([new.SENTINEL]) * new.STATE
-    await launch(tb, new, epoch=3, resume_epoch=2)
+    new.rt.configure(tb.config_writer())
+    await tb.host_csr.flush()
+    job = CcuJob(new, RtlCcuPort(tb), resume_ctx=2)
+    await run_ccu(lambda: job.launch(resume=ResumePoint(epoch=1, checkpoint_id=0),
+                                     resume_nonce=random.randbytes(NONCE_SIZE)))
     await expect_exception(tb, new.rt.boot(resume=plan), Cause.SXP_AUTH, SxpCause.AUTH)
     for t in TILES:
         assert set(tb.tiles[t].memory[STATE_BASE:STATE_BASE + new.STATE]) == {new.SENTINEL}, \
             f"tile {t}: a checkpoint byte landed"
+    await ccu_handles(tb, job, SxpCause.AUTH, TeeState.BOOTING)
 
 
 # ---- the CCU firmware model on the RTL ----------------------------------------------------
