@@ -138,14 +138,6 @@ class CtrlTB(TB):
         if wait:
             await self.wait_ready()
 
-    async def wait_ready(self, timeout=100_000):
-        for _ in range(timeout):
-            await RisingEdge(self.clk)
-            await ReadOnly()
-            if int(self.dut.ready.value) and not int(self.dut.rst.value):
-                await RisingEdge(self.clk)
-                return
-        raise AssertionError("ready never rose after reset")
 
     def mem(self, src, addr, write=0, data=0):
         self.req_log.append((getattr(src, 'value', src), addr, write, data))

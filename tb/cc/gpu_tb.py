@@ -93,14 +93,6 @@ class GpuTB(DmaTB):
         self.expected.clear()
         self.model_mem = {a: (v if a >= HOST_BASE else 0) for a, v in self.model_mem.items()}
 
-    async def wait_ready(self, timeout=200_000):
-        for _ in range(timeout):
-            await RisingEdge(self.clk)
-            await ReadOnly()
-            if int(self.dut.ready.value) and not int(self.dut.rst.value):
-                await RisingEdge(self.clk)
-                return
-        raise AssertionError("ready never rose after the reset")
 
     async def power_on(self, mode):
         self.dut.mode_nv.value = mode.value

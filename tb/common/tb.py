@@ -30,6 +30,17 @@ class TB:
     async def cycles(self, n):
         await ClockCycles(self.clk, n)
 
+    async def wait_ready(self, timeout=200_000):
+        """Until the DUT's ``ready`` output is high with ``rst`` low (sampled in
+        ``ReadOnly``), then the next edge: the end of a reset scrub."""
+        for _ in range(timeout):
+            await RisingEdge(self.clk)
+            await ReadOnly()
+            if int(self.dut.ready.value) and not int(self.dut.rst.value):
+                await RisingEdge(self.clk)
+                return
+        raise AssertionError(f"ready never rose within {timeout} cycles after the reset")
+
     async def until_high(self, signal, timeout=1_000_000):
         """Wait until *signal* is high (sampled in ``ReadOnly``), then for the next edge:
         e.g. an input's ``ready`` after a reset scrub."""

@@ -31,12 +31,12 @@ from sw.ccu.cce import TeeState
 from sw.ccu.sxp_port import ExceptionSource
 from sw.itx.host import HostMemory
 from sw.itx.testing import CcuJob, Scenario
-from sw.itx.tile import Cause, SecurityException, application_measurement
+from sw.itx.tile import Cause, SecurityException
 from sw.pcie.beats import Beat, encode, header
 from tb.itx.ccu_port import ItxCcuPort
 from tb.system.ccu_port import run_ccu
 from tb.system.env import SystemTB, lanes_of
-from tb.system.test_system import assert_no_key_left, boot, ccu_launched
+from tb.system.test_system import assert_no_key_left, boot, ccu_launched, start_main
 
 PARAMS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}"))
 CONTEXTS = PARAMS.get("contexts", 16)
@@ -128,8 +128,7 @@ async def itx_lifecycle(dut):
     sc = scenario(dut, 41)
     tb, ccu, port, scanner = await launched(dut, sc)
     await boot(tb, sc)
-    measured = application_measurement({t.id: t.digest for t in tb.tiles.values()})
-    await run_ccu(lambda: ccu.cce.start_main(measured))
+    await start_main(tb, ccu)
     await run_ccu(ccu.cce.next_key_set)
     await tb.run(sc.rt.step(sc.data))
     await tb.run(sc.rt.checkpoint(sc.plan))

@@ -107,6 +107,23 @@ async def expect_exception(tb, job, cause, sxp_cause=None):
     return st
 
 
+def assert_data_landed(tb, sc, readers=None):
+    """Each reader tile's data buffer holds its share of the data stream."""
+    for t, sl in sc.data.readers.items():
+        if readers is not None and t not in readers:
+            continue
+        size = payload_bytes(sl.frame_bytes)
+        lo, hi = sl.first * size, min(len(sc.batch), (sl.first + sl.count) * size)
+        assert tb.tiles[t].memory[DATA_BASE:DATA_BASE + hi - lo] == sc.batch[lo:hi], \
+            f"tile {t}: data buffer differs from the data stream"
+
+
+async def start_main(tb, ccu):
+    """The bootloaders' measurement to the CCU model, which lets main execution start."""
+    measured = application_measurement({t.id: t.digest for t in tb.tiles.values()})
+    await run_ccu(lambda: ccu.cce.start_main(measured))
+
+
 # ---- the job, start to end ---------------------------------------------------------------
 async def boot(tb, sc):
     cycles = await tb.run(sc.rt.boot())
@@ -141,11 +158,7 @@ async def boot_and_step(dut, idle, stall):
     ccu.install(sets[1])                                   # synchronisation point 1
     await tb.ccu_csr.flush()
     await tb.run(sc.rt.step(sc.data))
-    for t, sl in sc.data.readers.items():
-        size = payload_bytes(sl.frame_bytes)
-        lo, hi = sl.first * size, min(len(sc.batch), (sl.first + sl.count) * size)
-        assert tb.tiles[t].memory[DATA_BASE:DATA_BASE + hi - lo] == sc.batch[lo:hi], \
-            f"tile {t}: data buffer differs from the data stream"
+    assert_data_landed(tb, sc)
     assert not tb.irq_seen and int(dut.rd_err_count.value) == 0
 
 
@@ -206,11 +219,7 @@ async def reads_and_writes_mixed(dut):
         tb.tiles[t].memory[STATE_BASE:STATE_BASE + sc.STATE] = states[t]
     step, ckpt = sc.rt.step(sc.data, compute=False), sc.rt.checkpoint(sc.plan)
     await tb.run({0: step[0], 1: step[1], 5: ckpt[5], 1471: ckpt[1471]})
-    for t in (0, 1):
-        sl = sc.data.readers[t]
-        size = payload_bytes(sl.frame_bytes)
-        lo, hi = sl.first * size, min(len(sc.batch), (sl.first + sl.count) * size)
-        assert tb.tiles[t].memory[DATA_BASE:DATA_BASE + hi - lo] == sc.batch[lo:hi]
+    assert_data_landed(tb, sc, readers=(0, 1))
     saved = sc.rt.save(sc.plan, epoch=1, checkpoint=0)
     for t in (5, 1471):
         nonce = lambda i, t=t: checkpoint_nonce(1, 0, 0, t, i)  # noqa: E731
@@ -330,8 +339,7 @@ async def host_ignores_key_schedule(dut):
     sc = scenario(dut, 11)
     tb, ccu, _, _ = await ccu_launched(dut, sc, scan=False)
     await boot(tb, sc)
-    measured = application_measurement({t.id: t.digest for t in tb.tiles.values()})
-    await run_ccu(lambda: ccu.cce.start_main(measured))
+    await start_main(tb, ccu)
     await expect_exception(tb, sc.rt.step(sc.data), Cause.SXP_AUTH, SxpCause.AUTH)
     await ccu_handles(tb, ccu, SxpCause.AUTH, TeeState.RUNNING)
     for t in TILES:
@@ -349,8 +357,7 @@ async def checkpoint_from_another_epoch(dut):
     sc = scenario(dut, 12)
     tb, ccu, _, _ = await ccu_launched(dut, sc, scan=False)
     await boot(tb, sc)
-    measured = application_measurement({t.id: t.digest for t in tb.tiles.values()})
-    await run_ccu(lambda: ccu.cce.start_main(measured))
+    await start_main(tb, ccu)
     for t in TILES:
         tb.tiles[t].memory[STATE_BASE:STATE_BASE + sc.STATE] = random.randbytes(sc.STATE)
     await tb.run(sc.rt.checkpoint(sc.plan))
@@ -422,16 +429,11 @@ async def ccu_firmware_lifecycle(dut):
     sc = scenario(dut, 31)
     tb, ccu, port, scanner = await ccu_launched(dut, sc)
     await boot(tb, sc)
-    measured = application_measurement({t.id: t.digest for t in tb.tiles.values()})
-    await run_ccu(lambda: ccu.cce.start_main(measured))
+    await start_main(tb, ccu)
     assert ccu.cce.state is TeeState.RUNNING
     await run_ccu(ccu.cce.next_key_set)                    # synchronisation point 1
     await tb.run(sc.rt.step(sc.data))
-    for t, sl in sc.data.readers.items():
-        size = payload_bytes(sl.frame_bytes)
-        lo, hi = sl.first * size, min(len(sc.batch), (sl.first + sl.count) * size)
-        assert tb.tiles[t].memory[DATA_BASE:DATA_BASE + hi - lo] == sc.batch[lo:hi], \
-            f"tile {t}: data buffer differs from the data stream"
+    assert_data_landed(tb, sc)
     await tb.run(sc.rt.checkpoint(sc.plan))                 # under the derived key
     saved = sc.rt.save(sc.plan, epoch=1, checkpoint=0)
     assert len(port.installed) == 3, "expected the code, checkpoint and data keys"
