@@ -38,6 +38,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hw.common import increment
 from hw.csr import RegisterFile, Signature
 
 from .layout import BLOCK_BITS, KEY_BITS, Mode, Src, mem_req_layout, mem_resp_layout
@@ -213,10 +214,14 @@ class CCCtrl(wiring.Component):
         perf_en = rf["PERF_CTRL"]["en"].q
         counting = perf_en & (active != Mode.ON)
         cycles, accesses = Signal(32), Signal(32)
+        # log-depth increments: a plain `+ 1` becomes a 32-bit ripple chain in ABC, which
+        # measured 31 gate levels once cc_ctrl sat inside gpu_cc
+        cycles_inc = increment(m, cycles, "perf_cycles_inc")
+        accesses_inc = increment(m, accesses, "perf_accesses_inc")
         with m.If(flr | (active == Mode.ON)):
             m.d.sync += [cycles.eq(0), accesses.eq(0)]
         with m.Elif(counting):
-            m.d.sync += [cycles.eq(cycles + 1), accesses.eq(accesses + take)]
+            m.d.sync += [cycles.eq(cycles_inc), accesses.eq(Mux(take, accesses_inc, accesses))]
 
         # ---- register values -----------------------------------------------------------
         m.d.comb += [
