@@ -161,10 +161,13 @@ class CCCtrl(wiring.Component):
         dec_count = Signal(32)
         dec_addr = Signal(ADDR_WIDTH)
         dec_write = Signal()
+        # saturating counters: a log-depth increment (a plain `+ 1` becomes a ripple chain
+        # in ABC) and saturation as an AND of all bits
+        dec_count_inc = increment(m, dec_count, "dec_count_inc")
         with m.If(flr):
             m.d.sync += [dec_count.eq(0), dec_addr.eq(0), dec_write.eq(0)]
         with m.Elif(refused_r | refused_w):
-            m.d.sync += [dec_count.eq(Mux(dec_count == SAT, SAT, dec_count + 1)),
+            m.d.sync += [dec_count.eq(Mux(dec_count.all(), SAT, dec_count_inc)),
                          dec_addr.eq(host.addr), dec_write.eq(refused_w)]
 
         # ---- firewall and memory -------------------------------------------------------
@@ -202,10 +205,11 @@ class CCCtrl(wiring.Component):
         ]
         fw_count = Signal(32)
         fw_log = Signal(FW_ADDR_BITS + 3)
+        fw_count_inc = increment(m, fw_count, "fw_count_inc")     # as dec_count
         with m.If(flr):
             m.d.sync += [fw_count.eq(0), fw_log.eq(0)]
         with m.Elif(take & refuse):
-            m.d.sync += [fw_count.eq(Mux(fw_count == SAT, SAT, fw_count + 1)),
+            m.d.sync += [fw_count.eq(Mux(fw_count.all(), SAT, fw_count_inc)),
                          fw_log.eq(Cat(req.addr, Const(0, FW_ADDR_BITS - self.addr_bits),
                                        req.src, req.write))]
         engine_fault = take & refuse & (src == Src.ENGINE.value)
