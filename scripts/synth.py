@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from hw.designs import available, by_folder  # noqa: E402
 from scripts.verilog import generate, param_suffix, verilog_body  # noqa: E402
 
-__all__ = ["synthesise", "clock_gate", "longest_path", "NAND2_UM2_45NM", "LIBERTY", "ICG_MIN_BITS"]
+__all__ = ["synthesise", "netlist_key", "clock_gate", "longest_path", "NAND2_UM2_45NM", "LIBERTY", "ICG_MIN_BITS"]
 
 LIBERTY = ROOT / "scripts" / "synth" / "generic_gates.lib"
 NAND2_UM2_45NM = 0.798
@@ -130,13 +130,24 @@ def clock_gate(netlist, min_bits=ICG_MIN_BITS):
     return icgs, gated
 
 
+_SRC_ATTRIBUTE = re.compile(rb'\(\* src = "[^"]*" \*\)\s*')
+
+
+def netlist_key(verilog):
+    """The text a synthesis result is cached on: the Verilog body without its ``src``
+    attributes (file:line of the Amaranth source), so that moving code about, or building
+    from another clone, keeps a design's report; any change of the logic or of a name
+    re-runs Yosys."""
+    return _SRC_ATTRIBUTE.sub(b"", verilog_body(verilog))
+
+
 def synthesise(name, params=None, force=False):
     """Synthesise design *name* (built with *params*); return its report dict, cached per
     Verilog text under ``sim_build/reports/area/<name><param suffix>.json``."""
     params = dict(params or {})
     label = name + param_suffix(params)
     verilog = generate(name, params)
-    digest = hashlib.sha256(verilog_body(verilog) + LIBERTY.read_bytes() +
+    digest = hashlib.sha256(netlist_key(verilog) + LIBERTY.read_bytes() +
                             _script("", "").encode()).hexdigest()[:16]
     cache = REPORTS / "area" / f"{label}.json"
     if cache.exists() and not force:

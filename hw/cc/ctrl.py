@@ -33,6 +33,8 @@
 Parameters: *depth* (memory words of 128 bits, a power of two; the scrub takes ``depth``
 cycles) and *protected* (words of the protected region, 1..depth).
 """
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, ResetSignal, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
@@ -42,8 +44,7 @@ from hw.common import increment
 from hw.csr import RegisterFile, Signature
 
 from .layout import BLOCK_BITS, KEY_BITS, Mode, Src, mem_req_layout, mem_resp_layout
-from .regs import ADDR_WIDTH, ALLOW, FW_ADDR_BITS, KEY_WORDS, ROWS, SCRUB, SCRATCH_WORDS, \
-    _perm, register_map
+from .regs import ADDR_WIDTH, FW_ADDR_BITS, KEY_WORDS, ROWS, SCRUB, _perm, register_map
 
 __all__ = ["CCCtrl"]
 
@@ -90,41 +91,52 @@ class CCCtrl(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        rst, flr = ResetSignal(), self.flr
-        rf = self._rf
         # every register of the map (and the bridges' read-data registers) clears on flr
-        m.submodules.regs = ResetInserter(flr)(rf)
+        m.submodules.regs = ResetInserter(self.flr)(self._rf)
+        net = SimpleNamespace(rst=ResetSignal(), flr=self.flr)
+        self._mode(m, net)
+        self._scrub_engine(m, net)
+        self._decoupler(m, net)
+        self._firewall(m, net)
+        self._perf_counters(m, net)
+        self._register_values(m, net)
+        return m
 
-        # ---- mode store and active mode (survive flr; loaded from mode_nv at power-on) --
-        store = Signal(Mode, reset_less=True)
-        active = Signal(Mode, reset_less=True)
+    # ---- mode store and active mode (survive flr; loaded from mode_nv at power-on) -----
+    def _mode(self, m, net):
+        net.store = store = Signal(Mode, reset_less=True)
+        net.active = active = Signal(Mode, reset_less=True)
         nv = Signal(Mode)
         m.d.comb += nv.eq(Mux(self.mode_nv.as_value() == 3, Mode.ON, self.mode_nv))
-        set_f = rf["CC_MODE_SET"]["mode"]
-        with m.If(rst):
+        net.set_f = set_f = self._rf["CC_MODE_SET"]["mode"]
+        with m.If(net.rst):
             m.d.sync += [store.eq(nv), active.eq(nv)]
         with m.Else():
             with m.If(set_f.stb & (set_f.data != 3)):
                 m.d.sync += store.eq(set_f.data)
-            with m.If(flr):
+            with m.If(net.flr):
                 m.d.sync += active.eq(store)
+        m.d.comb += [self.mode.eq(active), self.mode_store.eq(store)]
 
-        # ---- scrub engine --------------------------------------------------------------
-        scrubbing = Signal(init=1)          # runs after power-on too
-        scrub_addr = Signal(self.addr_bits)
-        with m.If(flr):
+    # ---- scrub engine: zero one memory word per cycle after rst or flr -----------------
+    def _scrub_engine(self, m, net):
+        net.scrubbing = scrubbing = Signal(init=1)      # runs after power-on too
+        net.scrub_addr = scrub_addr = Signal(self.addr_bits)
+        with m.If(net.flr):
             m.d.sync += [scrubbing.eq(1), scrub_addr.eq(0)]
         with m.Elif(scrubbing):
             m.d.sync += scrub_addr.eq(scrub_addr + 1)
             with m.If(scrub_addr == self.depth - 1):
                 m.d.sync += scrubbing.eq(0)
-        blocked = scrubbing | flr
-        m.d.comb += [self.mode.eq(active), self.mode_store.eq(store), self.ready.eq(~scrubbing)]
+        net.blocked = scrubbing | net.flr
+        m.d.comb += self.ready.eq(~scrubbing)
 
-        # ---- BAR0 decoupler ------------------------------------------------------------
+    # ---- BAR0 decoupler: the host's accesses through the allow-list ------------------
+    def _decoupler(self, m, net):
+        rf, flr, blocked = self._rf, net.flr, net.blocked
         host, rfh = self.host, rf.host
         row_sel = Signal(range(len(ROWS)))
-        m.d.comb += row_sel.eq(Mux(blocked, ROWS.index(SCRUB), active.as_value()))
+        m.d.comb += row_sel.eq(Mux(blocked, ROWS.index(SCRUB), net.active.as_value()))
         may_r, may_w = Signal(), Signal()
         for r in self.regmap:
             perms = _perm(r.name)
@@ -158,9 +170,9 @@ class CCCtrl(wiring.Component):
             rf.fw.r_stb.eq(fwp.r_stb & ~blocked), rf.fw.w_stb.eq(fwp.w_stb & ~blocked),
             fwp.r_data.eq(rf.fw.r_data),
         ]
-        dec_count = Signal(32)
-        dec_addr = Signal(ADDR_WIDTH)
-        dec_write = Signal()
+        net.dec_count = dec_count = Signal(32)
+        net.dec_addr = dec_addr = Signal(ADDR_WIDTH)
+        net.dec_write = dec_write = Signal()
         # saturating counters: a log-depth increment (a plain `+ 1` becomes a ripple chain
         # in ABC) and saturation as an AND of all bits
         dec_count_inc = increment(m, dec_count, "dec_count_inc")
@@ -170,7 +182,9 @@ class CCCtrl(wiring.Component):
             m.d.sync += [dec_count.eq(Mux(dec_count.all(), SAT, dec_count_inc)),
                          dec_addr.eq(host.addr), dec_write.eq(refused_w)]
 
-        # ---- firewall and memory -------------------------------------------------------
+    # ---- firewall and memory -----------------------------------------------------------
+    def _firewall(self, m, net):
+        flr, scrubbing = net.flr, net.scrubbing
         m.submodules.mem = mem = Memory(shape=BLOCK_BITS, depth=self.depth, init=[])
         wp, rp = mem.write_port(), mem.read_port()
         req, resp = self.mem_req.payload, self.mem_resp
@@ -179,13 +193,13 @@ class CCCtrl(wiring.Component):
             # the response register lets go of the word it held (its data lines are
             # Mux(ok & rd, rp.data, 0): clearing ok/rd zeroes them from the next cycle)
             m.d.sync += [resp.valid.eq(0), resp_ok.eq(0), resp_rd.eq(0)]
-        m.d.comb += self.mem_req.ready.eq(~blocked & (~resp.valid | resp.ready))
-        take = self.mem_req.valid & self.mem_req.ready
+        m.d.comb += self.mem_req.ready.eq(~net.blocked & (~resp.valid | resp.ready))
+        net.take = take = self.mem_req.valid & self.mem_req.ready
         prot = req.addr < self.protected if self.protected < self.depth else Const(1)
         src = req.src.as_value()
         host_like = (src == Src.HOST.value) | (src == 3)
         refuse = Signal()
-        m.d.comb += refuse.eq((active != Mode.OFF) & (
+        m.d.comb += refuse.eq((net.active != Mode.OFF) & (
             (host_like & prot) | ((src == Src.ENGINE.value) & req.write & ~prot)))
         with m.If(take):
             m.d.sync += [resp.valid.eq(1), resp_ok.eq(~refuse), resp_rd.eq(~req.write)]
@@ -199,12 +213,12 @@ class CCCtrl(wiring.Component):
             rp.en.eq(scrubbing | (take & ~refuse & ~req.write)),
             resp.payload.ok.eq(resp_ok),
             resp.payload.data.eq(Mux(resp_ok & resp_rd, rp.data, 0)),
-            wp.addr.eq(Mux(scrubbing, scrub_addr, req.addr)),
+            wp.addr.eq(Mux(scrubbing, net.scrub_addr, req.addr)),
             wp.data.eq(Mux(scrubbing, 0, req.data)),
             wp.en.eq(scrubbing | (take & ~refuse & req.write)),
         ]
-        fw_count = Signal(32)
-        fw_log = Signal(FW_ADDR_BITS + 3)
+        net.fw_count = fw_count = Signal(32)
+        net.fw_log = fw_log = Signal(FW_ADDR_BITS + 3)
         fw_count_inc = increment(m, fw_count, "fw_count_inc")     # as dec_count
         with m.If(flr):
             m.d.sync += [fw_count.eq(0), fw_log.eq(0)]
@@ -212,38 +226,42 @@ class CCCtrl(wiring.Component):
             m.d.sync += [fw_count.eq(Mux(fw_count.all(), SAT, fw_count_inc)),
                          fw_log.eq(Cat(req.addr, Const(0, FW_ADDR_BITS - self.addr_bits),
                                        req.src, req.write))]
-        engine_fault = take & refuse & (src == Src.ENGINE.value)
+        net.engine_fault = take & refuse & (src == Src.ENGINE.value)
 
-        # ---- performance counters ------------------------------------------------------
-        perf_en = rf["PERF_CTRL"]["en"].q
-        counting = perf_en & (active != Mode.ON)
-        cycles, accesses = Signal(32), Signal(32)
+    # ---- performance counters ----------------------------------------------------------
+    def _perf_counters(self, m, net):
+        active = net.active
+        counting = self._rf["PERF_CTRL"]["en"].q & (active != Mode.ON)
+        net.cycles = cycles = Signal(32)
+        net.accesses = accesses = Signal(32)
         # log-depth increments: a plain `+ 1` becomes a 32-bit ripple chain in ABC, which
         # measured 31 gate levels once cc_ctrl sat inside gpu_cc
         cycles_inc = increment(m, cycles, "perf_cycles_inc")
         accesses_inc = increment(m, accesses, "perf_accesses_inc")
-        with m.If(flr | (active == Mode.ON)):
+        with m.If(net.flr | (active == Mode.ON)):
             m.d.sync += [cycles.eq(0), accesses.eq(0)]
         with m.Elif(counting):
-            m.d.sync += [cycles.eq(cycles_inc), accesses.eq(Mux(take, accesses_inc, accesses))]
+            m.d.sync += [cycles.eq(cycles_inc),
+                         accesses.eq(Mux(net.take, accesses_inc, accesses))]
 
-        # ---- register values -----------------------------------------------------------
+    # ---- register values ---------------------------------------------------------------
+    def _register_values(self, m, net):
+        rf, flr, set_f, fw_log = self._rf, net.flr, net.set_f, net.fw_log
         m.d.comb += [
-            rf["CC_MODE"]["active"].r.eq(active),
-            rf["CC_MODE"]["pending"].r.eq(store),
-            rf["CC_MODE"]["scrubbing"].r.eq(scrubbing),
-            rf["CC_STATUS"]["fault"].set.eq(engine_fault & ~flr),
+            rf["CC_MODE"]["active"].r.eq(net.active),
+            rf["CC_MODE"]["pending"].r.eq(net.store),
+            rf["CC_MODE"]["scrubbing"].r.eq(net.scrubbing),
+            rf["CC_STATUS"]["fault"].set.eq(net.engine_fault & ~flr),
             rf["CC_STATUS"]["bad_mode"].set.eq(set_f.stb & (set_f.data == 3) & ~flr),
-            rf["DEC_COUNT"]["count"].r.eq(dec_count),
-            rf["DEC_LOG"]["addr"].r.eq(dec_addr),
-            rf["DEC_LOG"]["write"].r.eq(dec_write),
-            rf["FW_COUNT"]["count"].r.eq(fw_count),
+            rf["DEC_COUNT"]["count"].r.eq(net.dec_count),
+            rf["DEC_LOG"]["addr"].r.eq(net.dec_addr),
+            rf["DEC_LOG"]["write"].r.eq(net.dec_write),
+            rf["FW_COUNT"]["count"].r.eq(net.fw_count),
             rf["FW_LOG"]["addr"].r.eq(fw_log[:FW_ADDR_BITS]),
             rf["FW_LOG"]["src"].r.eq(fw_log[FW_ADDR_BITS:FW_ADDR_BITS + 2]),
             rf["FW_LOG"]["write"].r.eq(fw_log[FW_ADDR_BITS + 2]),
-            rf["PERF_CYCLES"]["count"].r.eq(cycles),
-            rf["PERF_ACCESSES"]["count"].r.eq(accesses),
+            rf["PERF_CYCLES"]["count"].r.eq(net.cycles),
+            rf["PERF_ACCESSES"]["count"].r.eq(net.accesses),
             self.fault.eq(rf["CC_STATUS"]["fault"].q),
             self.key.eq(Cat(*(rf[f"KEY{k}"]["key"].q for k in range(KEY_WORDS)))),
         ]
-        return m

@@ -63,12 +63,12 @@ addresses, [base, limit), set by the trusted side.
 """
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.common import SkidBuffer, add, at_least, at_most, increment, wire
+from hw.common import SkidBuffer, add, at_least, at_most, decrement, increment, wire
 from hw.gcm import GcmCore, Op
 
 from .layout import (BLOCK_BITS, CTR_BITS, CTR_LIMIT, CTX_BITS, DESC_TAG_BITS, IV_TAIL,
@@ -82,11 +82,6 @@ CNT_BITS = LEN_BITS + 1             # block counts of a frame: len + 2 fits
 
 def _pow2(v):
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1 and v & (v - 1) == 0
-
-
-def _decrement(m, v, name):
-    """``v - 1`` (mod 2^len(v)) with log-depth borrows: ``~(~v + 1)``."""
-    return ~increment(m, ~Value.cast(v), name)
 
 
 def _select(onehot, values):
@@ -180,7 +175,7 @@ class RespStage(wiring.Component):
     arriving, or from the held one) against that cycle's ``rx_next``; ``fresh`` is low in
     the cycle after ``rx_changed`` (an install or a bump wrote ``rx_next``), when they may
     be stale. ``i.ready`` = ``~o.valid | o.ready``: one beat per cycle. The beat register
-    resets to zero (it may hold protected plaintext).
+    resets to zero (it may hold protected plaintext) and loads valid beats only.
     """
 
     def __init__(self, channels):
@@ -211,7 +206,11 @@ class RespStage(wiring.Component):
         m.d.comb += [self.i.ready.eq(~valid | self.o.ready), self.o.valid.eq(valid),
                      self.o.payload.data.eq(beat), self.fresh.eq(~changed)]
         with m.If(self.i.ready):
-            m.d.sync += [valid.eq(self.i.valid), beat.eq(self.i.payload.data)]
+            m.d.sync += valid.eq(self.i.valid)
+        # only a valid beat is taken: an idle bus may still show the last beat it carried
+        # (protected plaintext), which must not refill the register after a reset
+        with m.If(self.i.ready & self.i.valid):
+            m.d.sync += beat.eq(self.i.payload.data)
         m.d.sync += [loaded.eq(self.i.ready), changed.eq(self.rx_changed)]
         # flags of both candidates for the next held beat, picked by which one it is
         in_fmt, in_new = self._flags(m, self.i.payload.data, "in")
@@ -384,7 +383,7 @@ class CCDma(wiring.Component):
             cw.tag.eq(d.tag), cw.code.eq(code),
             net.cmd_q.w_en.eq(take),
         ]
-        rem_dec, raddr_inc = _decrement(m, rem, "rem_dec"), increment(m, raddr, "raddr_inc")
+        rem_dec, raddr_inc = decrement(m, rem, "rem_dec"), increment(m, raddr, "raddr_inc")
         with m.If(take):
             m.d.sync += [rem.eq(Mux(code == Status.OK, c.n_src, 0)), raddr.eq(d.src)]
         with m.Elif(self.rd_req.valid & self.rd_req.ready):
@@ -393,7 +392,12 @@ class CCDma(wiring.Component):
     # ---- consumer: frames into gcm_core ---------------------------------------------------
     def _consumer(self, m, net):
         m.submodules.resp_stage = stage = RespStage(self.channels)
-        wiring.connect(m, wiring.flipped(self.rd_resp), stage.i)
+        # A read in flight at a reset may still be answered after it: while the scrub runs
+        # rd_resp beats are taken and dropped, so none is held (it may be plaintext) or
+        # taken for the first beat of the next frame.
+        m.d.comb += [stage.i.valid.eq(self.rd_resp.valid & ~net.scrubbing),
+                     stage.i.payload.eq(self.rd_resp.payload),
+                     self.rd_resp.ready.eq(stage.i.ready | net.scrubbing)]
         m.d.comb += [stage.rx_next.eq(Cat(*net.rx_next)), stage.rx_changed.eq(net.rx_changed)]
         cmd, gin, gi, rd = net.cmd, net.gin, net.gin.payload, stage.o
         resp = rd.payload.data
@@ -418,7 +422,7 @@ class CCDma(wiring.Component):
         fmt_ok = wire(m, (cmd.sel & rd.payload.fmt_ok).any(), "fmt_ok")    # else BAD_IV
         new_ok = wire(m, (cmd.sel & rd.payload.new_ok).any(), "new_ok")    # else REPLAY
         len_plus1 = increment(m, Cat(cmd.len, Const(0, 1)), "len_plus1")
-        left_dec, ndisc_dec = _decrement(m, left, "left_dec"), _decrement(m, ndisc, "ndisc_dec")
+        left_dec, ndisc_dec = decrement(m, left, "left_dec"), decrement(m, ndisc, "ndisc_dec")
 
         # The frame-start decisions as flat nets. The inbound IV verdict is a select of
         # RespStage's per-channel flags (their compares ran a cycle ahead); a beat whose

@@ -54,6 +54,7 @@ from amaranth.hdl import (Array, Cat, ClockDomain, ClockSignal, Const, DomainRen
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common import add, at_least, at_most, decrement, increment, wire
 from hw.csr import Signature
 
 from .ctrl import CCCtrl
@@ -108,16 +109,17 @@ class PlainCopy(wiring.Component):
 
         # ---- issuer: checks, command queue, reads --------------------------------------
         d = self.desc.payload
-        src_end, dst_end = Signal(ab + 1), Signal(ab + 1)
-        m.d.comb += [src_end.eq(d.src + d.len), dst_end.eq(d.dst + d.len)]
+        # log-depth adders and compares (hw.common): a plain + or >= is a ripple chain
+        src_end = wire(m, add(m, d.src, d.len, ab + 1, "src_end"), "src_end")
+        dst_end = wire(m, add(m, d.dst, d.len, ab + 1, "dst_end"), "dst_end")
 
-        def inside(a, end, base, limit):
-            return (a >= base) & (end <= limit)
+        def inside(a, end, base, limit, name):
+            return at_least(m, a, base, f"{name}_lo") & at_most(m, end, limit, f"{name}_hi")
 
-        in_prot_src = inside(d.src, src_end, self.prot_base, self.prot_limit)
-        in_bb_dst = inside(d.dst, dst_end, self.bb_base, self.bb_limit)
-        in_bb_src = inside(d.src, src_end, self.bb_base, self.bb_limit)
-        in_prot_dst = inside(d.dst, dst_end, self.prot_base, self.prot_limit)
+        in_prot_src = inside(d.src, src_end, self.prot_base, self.prot_limit, "prot_src")
+        in_bb_dst = inside(d.dst, dst_end, self.bb_base, self.bb_limit, "bb_dst")
+        in_bb_src = inside(d.src, src_end, self.bb_base, self.bb_limit, "bb_src")
+        in_prot_dst = inside(d.dst, dst_end, self.prot_base, self.prot_limit, "prot_dst")
         region_ok = Mux(d.dir == Dir.OUT, in_prot_src & in_bb_dst, in_bb_src & in_prot_dst)
         code = Signal(Status)
         with m.If(d.len == 0):
@@ -136,10 +138,12 @@ class PlainCopy(wiring.Component):
             cmd_q.w_en.eq(self.desc.valid & self.desc.ready),
             self.rd_req.valid.eq(~idle), self.rd_req.payload.addr.eq(raddr),
         ]
+        # (the arithmetic is built outside the If: its nets must not be conditional)
+        rem_dec, raddr_inc = decrement(m, rem, "rem_dec"), increment(m, raddr, "raddr_inc")
         with m.If(self.desc.valid & self.desc.ready):
             m.d.sync += [rem.eq(Mux(code == Status.OK, d.len, 0)), raddr.eq(d.src)]
         with m.Elif(self.rd_req.valid & self.rd_req.ready):
-            m.d.sync += [rem.eq(rem - 1), raddr.eq(raddr + 1)]
+            m.d.sync += [rem.eq(rem_dec), raddr.eq(raddr_inc)]
 
         # ---- writer: read data to dst, then the status --------------------------------
         head = data.View(cmd_layout, cmd_q.r_data)
@@ -147,14 +151,15 @@ class PlainCopy(wiring.Component):
         waddr = Signal(ab)              # dst + wk once the first block is written
         ok = head.code == Status.OK
         beat = cmd_q.r_rdy & ok & (wk != head.len)
-        addr = Mux(wk == 0, head.dst, waddr)
+        addr = wire(m, Mux(wk == 0, head.dst, waddr), "waddr_now")
+        wk_inc, waddr_inc = increment(m, wk, "wk_inc"), increment(m, addr, "waddr_inc")
         m.d.comb += [
             self.wr.valid.eq(beat & self.rd_resp.valid),
             self.wr.payload.addr.eq(addr), self.wr.payload.data.eq(self.rd_resp.payload.data),
             self.rd_resp.ready.eq(beat & self.wr.ready),
         ]
         with m.If(self.wr.valid & self.wr.ready):
-            m.d.sync += [wk.eq(wk + 1), waddr.eq(addr + 1)]
+            m.d.sync += [wk.eq(wk_inc), waddr.eq(waddr_inc)]
         finish = cmd_q.r_rdy & (~ok | (wk == head.len)) & done_q.w_rdy
         dw = data.View(status_layout, done_q.w_data)
         m.d.comb += [dw.tag.eq(head.tag), dw.code.eq(head.code), dw.ctr.eq(0),
@@ -351,7 +356,7 @@ class GpuCC(wiring.Component):
         e_wr_valid = Signal()
         e_wr_addr = Signal(ab)
         e_wr_data = Signal(BLOCK_BITS)
-        e_rq_ready, e_wr_ready = Signal(), Signal()
+        e_rq_ready = Signal()
         e_rs_valid, e_rs_data, e_rs_ready = Signal(), Signal(BLOCK_BITS), Signal()
         m.d.comb += [
             e_rq_valid.eq(Mux(off, copy.rd_req.valid, dma.rd_req.valid)),
@@ -359,8 +364,6 @@ class GpuCC(wiring.Component):
             e_wr_valid.eq(Mux(off, copy.wr.valid, dma.wr.valid)),
             e_wr_addr.eq(Mux(off, copy.wr.payload.addr, dma.wr.payload.addr)),
             e_wr_data.eq(Mux(off, copy.wr.payload.data, dma.wr.payload.data)),
-            copy.rd_req.ready.eq(e_rq_ready & off), dma.rd_req.ready.eq(e_rq_ready & ~off),
-            copy.wr.ready.eq(e_wr_ready & off), dma.wr.ready.eq(e_wr_ready & ~off),
             copy.rd_resp.valid.eq(e_rs_valid & off), dma.rd_resp.valid.eq(e_rs_valid & ~off),
             copy.rd_resp.payload.data.eq(e_rs_data), dma.rd_resp.payload.data.eq(e_rs_data),
             e_rs_ready.eq(Mux(off, copy.rd_resp.ready, dma.rd_resp.ready)),
@@ -373,7 +376,7 @@ class GpuCC(wiring.Component):
 
         # device memory arbiter: DMA write > DMA read > external port
         cab = ctrl.addr_bits
-        OWN_NONE, OWN_RD, OWN_WR, OWN_EXT = 0, 1, 2, 3
+        OWN_RD, OWN_WR, OWN_EXT = 1, 2, 3     # (0: nothing since the reset)
         owner = Signal(2)               # who the request in cc_ctrl's response register is of
         creq, cresp = ctrl.mem_req, ctrl.mem_resp
         pend = cresp.valid & (owner == OWN_RD)
@@ -409,20 +412,33 @@ class GpuCC(wiring.Component):
             dev_q.w_data.eq(cresp.payload.data),
         ]
 
-        # engine reads: host memory or the arbiter; the route queue remembers which
+        # engine reads: host memory or the arbiter; the route queue remembers which.
+        # Each engine's ready is built from its own request only, not from the muxed one:
+        # through the mux the plain engine's ready depended on cc_dma's write address (a
+        # 30-level path in gpu_cc from cc_dma's done_q to the plain engine's counters).
         host_rd = e_rq_valid & rq_host & route.w_rdy
+        for eng, mine in ((copy, off), (dma, ~off)):
+            own_rq_host, own_wr_host = eng.rd_req.payload.addr[hb], eng.wr.payload.addr[hb]
+            own_dev_wr = eng.wr.valid & ~own_wr_host
+            m.d.comb += [
+                eng.rd_req.ready.eq(mine & Mux(
+                    own_rq_host, self.rd_req.ready & route.w_rdy,
+                    eng.rd_req.valid & route.w_rdy & credit & ~own_dev_wr & creq.ready)),
+                eng.wr.ready.eq(mine & Mux(own_wr_host, self.wr.ready, creq.ready)),
+            ]
         m.d.comb += [
             self.rd_req.valid.eq(host_rd), self.rd_req.payload.addr.eq(e_rq_addr),
-            e_rq_ready.eq(Mux(rq_host, self.rd_req.ready & route.w_rdy,
-                              dev_rd & ~dev_wr & creq.ready)),
+            e_rq_ready.eq(Mux(off, copy.rd_req.ready, dma.rd_req.ready)),
             route.w_en.eq(e_rq_valid & e_rq_ready), route.w_data.eq(rq_host),
         ]
-        # answers back to the engine in issue order
+        # answers back to the engine in issue order. Host memory may answer a read issued
+        # before an FLR after it: while cc_ctrl scrubs (no engine can have issued a read
+        # yet) host responses are taken and dropped, never routed to the next read.
         head_host = route.r_data[0]
         m.d.comb += [
             e_rs_valid.eq(route.r_rdy & Mux(head_host, self.rd_resp.valid, dev_q.r_rdy)),
             e_rs_data.eq(Mux(head_host, self.rd_resp.payload.data, dev_q.r_data)),
-            self.rd_resp.ready.eq(route.r_rdy & head_host & e_rs_ready),
+            self.rd_resp.ready.eq((route.r_rdy & head_host & e_rs_ready) | ~ctrl.ready),
             dev_q.r_en.eq(route.r_rdy & ~head_host & e_rs_ready),
             route.r_en.eq(e_rs_valid & e_rs_ready),
         ]
@@ -430,5 +446,4 @@ class GpuCC(wiring.Component):
         m.d.comb += [
             self.wr.valid.eq(e_wr_valid & wr_host),
             self.wr.payload.addr.eq(e_wr_addr), self.wr.payload.data.eq(e_wr_data),
-            e_wr_ready.eq(Mux(wr_host, self.wr.ready, creq.ready)),
         ]

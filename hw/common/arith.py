@@ -7,7 +7,7 @@ attribute, which ABC cannot restructure across: n bits cost log2(n) levels of AN
 """
 from amaranth.hdl import Cat, Const, Signal, Value
 
-__all__ = ["prefix_and", "prefix_carries", "increment", "add", "at_least", "at_most"]
+__all__ = ["prefix_and", "prefix_carries", "increment", "decrement", "add", "at_least", "at_most"]
 
 
 def _kept(m, bits, name):
@@ -82,3 +82,8 @@ def at_least(m, a, b, name):
 def at_most(m, a, b, name):
     """``a <= b`` (unsigned)."""
     return at_least(m, b, a, name)
+
+
+def decrement(m, v, name):
+    """``v - 1`` modulo ``2**len(v)``, log-depth borrows: ``~(~v + 1)``."""
+    return ~increment(m, ~Value.cast(v), name)

@@ -5,7 +5,7 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.common import add, wire
+from hw.common import add
 from hw.gcm.layout import CTX_BITS, KEY_BITS, key_layout
 
 from .ingress import event_layout
@@ -144,9 +144,9 @@ class TrustGate(wiring.Component):
 
 class ExceptionRecorder(wiring.Component):
     """Exception events (one :data:`~hw.sxp.ingress.event_layout` per source, in priority
-    order) are registered, then: each is counted (``count``, wrapping); the first one while
-    ``STATUS.exc`` is clear latches cause, tile, address and kind; ``set`` sets
-    ``STATUS.exc`` (which drives ``irq``)."""
+    order) are registered, then: each is counted (``count``, wrapping, a cycle after
+    ``set``); the first one while ``STATUS.exc`` is clear latches cause, tile, address and
+    kind; ``set`` sets ``STATUS.exc`` (which drives ``irq``)."""
 
     def __init__(self, sources):
         self.sources = sources
@@ -172,8 +172,12 @@ class ExceptionRecorder(wiring.Component):
                     e = events[k]
                     m.d.sync += [self.cause.eq(e.cause), self.tile.eq(e.tile),
                                  self.addr.eq(e.addr), self.kind.eq(e.kind)]
-        count = wire(m, sum(valid[k] for k in range(self.sources)), "new_count", 3)
-        m.d.sync += self.count.eq(add(m, self.count, count, 32, "count_add"))
+        # the events of a cycle are counted in a register of their own, then added: the
+        # popcount and the 32-bit add in one cycle were the longest path of sxp_system_x4
+        # (25 gate levels); EXC_COUNT follows STATUS.exc by one cycle
+        new = Signal(range(self.sources + 1), name="new_count")
+        m.d.sync += [new.eq(sum(valid[k] for k in range(self.sources))),
+                     self.count.eq(add(m, self.count, new, 32, "count_add"))]
         m.d.comb += self.set.eq(valid.any())
         return m
 

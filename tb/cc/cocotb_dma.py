@@ -360,13 +360,15 @@ async def reset_scrubs(dut):
     GHASH partial hashes, or of a frame's plaintext — the decrypted plaintext of a frame
     whose tag failed included (before the reset, as a control, the same scan finds every
     one of those kinds, that plaintext in the staging buffer). Reset once after the traffic
-    drained and once with frames in flight; then every channel answers NO_KEY."""
+    drained and once with frames in flight, whose reads memory answers after the reset all
+    the same; then every channel answers NO_KEY, and traffic under new keys matches the
+    model (the stale responses were dropped)."""
     tb = DmaTB(dut)
     # (key.ready also waits for key.valid, so the count is taken on desc)
     refused = Refusals(tb.clk, dut.rst, dut.desc__ready)
 
-    async def reset_and_count(what):
-        await tb.reset()
+    async def reset_and_count(what, stale=False):
+        await tb.reset(stale=stale)
         got = await refused.after_reset()
         assert got == SCRUB, f"{what}: desc refused for {got} cycles after reset, not " \
                              f"CCDma.scrub_cycles = {SCRUB}"
@@ -413,7 +415,14 @@ async def reset_scrubs(dut):
         await RisingEdge(tb.clk)
     assert tb.expected, "every frame finished before the reset"
     tb.key_src.clear()
-    await reset_and_count("with frames in flight")
+    # memory answers the reads in flight after the reset all the same (within the scrub)
+    await reset_and_count("with frames in flight", stale=True)
+    assert tb.stale_responses, "control: no read was in flight at the reset"
+    assert tb.resp_src.empty() and not tb._pending, (
+        f"{len(tb.resp_src.queue) + len(tb._pending)} of {tb.stale_responses} responses to "
+        f"reads from before the reset not taken by the end of the scrub: rd_resp must take "
+        f"and drop them while it runs")
+    tb.resp_src.clear()     # the bus lines are the testbench's: the last response stays on them
     tb.model_mem = dict(tb.mem)         # the model ran those frames whole; the RTL did not
     await ReadOnly()
     scan = scanner.assert_clean(secrets + more, "after a reset with frames in flight")
@@ -425,6 +434,13 @@ async def reset_scrubs(dut):
         tb.submit(d)
     await tb.drain()
     assert all(s["code"] is Status.NO_KEY for _, s in tb.statuses[-CHANNELS:])
+    # the stale responses were dropped, not taken for data: new keys, traffic, all as the model
+    keys = [random.randbytes(32) for _ in range(CHANNELS)]
+    for ch in range(CHANNELS):
+        await tb.install(ch, keys[ch], 20)
+        chans[ch] = HostChannel(keys[ch], ch, 20)
+    await _traffic(tb, chans, keys, prot, bounce, 200, 1)
+    await tb.drain()
 
 
 @cocotb.test()

@@ -154,7 +154,9 @@ async def mode_rules(dut):
 
 @cocotb.test()
 async def flr_scrubs_dma(dut):
-    """An FLR with encrypted frames in flight scrubs the DMA's keys and staging too."""
+    """An FLR with encrypted frames in flight scrubs the DMA's keys and staging too. Host
+    memory answers the reads in flight after the FLR all the same: those answers are
+    dropped (traffic under new keys afterwards matches the model)."""
     tb = GpuTB(dut)
     refused = Refusals(tb.clk, dut.flr, dut.desc__ready)
     await tb.power_on(Mode.ON)
@@ -178,9 +180,15 @@ async def flr_scrubs_dma(dut):
         await RisingEdge(tb.clk)
     assert tb.expected, "every frame finished before the FLR: not mid-transfer"
     inflight = len(tb.expected)
-    await tb.flr(wait=False)
+    # host memory answers the reads in flight after the FLR all the same
+    await tb.flr(wait=False, stale=True)
     got = await refused.after_reset()
     assert got == SCRUB, f"desc refused for {got} cycles after the FLR, not GpuCC.scrub_cycles = {SCRUB}"
+    assert tb.resp_src.empty() and not tb._pending, (
+        f"{len(tb.resp_src.queue) + len(tb._pending)} of {tb.stale_responses} host responses "
+        f"to reads from before the FLR not taken by the end of the scrub: gpu_cc must take "
+        f"and drop them while cc_ctrl scrubs")
+    tb.resp_src.clear()     # the bus lines are the testbench's: the last response stays on them
     await ReadOnly()
     scan = scanner.assert_clean(secrets, f"after an FLR with {inflight} frames in flight")
     left = scan.nonzero(("staging", "mem"))
@@ -198,6 +206,13 @@ async def flr_scrubs_dma(dut):
     await tb.drain()
     codes = [s["code"] for _, s in tb.statuses[-CHANNELS:]]
     assert codes == [Status.NO_KEY] * CHANNELS, f"after the FLR: {codes}, a key survived"
+    # the stale responses were dropped, not routed to a read: new keys, traffic as the model
+    keys = [random.randbytes(32) for _ in range(CHANNELS)]
+    for ch in range(CHANNELS):
+        await tb.install(ch, keys[ch], 11)
+        chans[ch] = HostChannel(keys[ch], ch, 11)
+    await _traffic(tb, chans, keys, prot, bounce, 100, 1)
+    await tb.drain()
 
 
 @cocotb.test()

@@ -63,6 +63,8 @@ class DmaTB(TB):
         self.errors = []
         self.cycle = 0
         self._pending = deque()  # (due cycle, data)
+        self._hold_responses = False    # True while a reset with stale reads runs
+        self.stale_responses = 0        # responses to pre-reset reads, at the last reset
         cocotb.start_soon(self._memory())
         cocotb.start_soon(self._status())
 
@@ -71,19 +73,33 @@ class DmaTB(TB):
         while True:
             await RisingEdge(self.clk)
             self.cycle += 1
-            while self.req_sink.queue:
-                addr = unpack(RD_REQ, self.req_sink.queue.popleft())["addr"]
-                self.reads += 1
-                due = self.cycle + random.randint(*self.latency)
-                if self._pending:
-                    due = max(due, self._pending[-1][0])
-                self._pending.append((due, self.mem.get(addr, 0)))
-            while self._pending and self._pending[0][0] <= self.cycle:
+            self._answer_requests()
+            while self._pending and self._pending[0][0] <= self.cycle and not self._hold_responses:
                 self.resp_src.send(pack(RD_RESP, data=self._pending.popleft()[1]))
             while self.wr_sink.queue:
                 w = unpack(WR, self.wr_sink.queue.popleft())
                 self.mem[w["addr"]] = w["data"]
                 self.writes.append((w["addr"], w["data"]))
+
+    def _deliver_late(self):
+        """After a reset or FLR run with ``_hold_responses`` set: the responses to every
+        read issued before it (requests the sink caught up to the reset edge included)
+        arrive spread over the next 100 cycles."""
+        self._answer_requests()
+        start, n = self.cycle + 1, len(self._pending) + len(self.resp_src.queue)
+        self._pending = deque((start + k * 100 // max(1, n), d)
+                              for k, (_, d) in enumerate(self._pending))
+        self.stale_responses = n
+        self._hold_responses = False
+
+    def _answer_requests(self):
+        while self.req_sink.queue:
+            addr = unpack(RD_REQ, self.req_sink.queue.popleft())["addr"]
+            self.reads += 1
+            due = self.cycle + random.randint(*self.latency)
+            if self._pending:
+                due = max(due, self._pending[-1][0])
+            self._pending.append((due, self.mem.get(addr, 0)))
 
     async def _status(self):
         while True:
@@ -132,17 +148,25 @@ class DmaTB(TB):
         bad = [a for a in keys if self.mem.get(a, 0) != self.model_mem.get(a, 0)]
         assert not bad, f"memory differs from the model at {len(bad)} blocks, first {hex(min(bad))}"
 
-    async def reset(self, cycles=2):
-        for s in (self.desc_src, self.key_src, self.resp_src):
+    async def reset(self, cycles=2, stale=False):
+        """Reset the DUT and the model. Memory forgets the reads in flight, or with
+        *stale* answers them anyway (a memory that does not see the FLR): every response
+        to a read issued before the reset arrives after it, spread over its first 100
+        cycles, inside the reset scrub during which the DMA must drop them."""
+        for s in (self.desc_src, self.key_src):
             if s is not None:
                 s.clear()
-        self._pending.clear()
+        if not stale:
+            self.resp_src.clear()
+            self._pending.clear()
+        self._hold_responses = stale
         await super().reset(cycles)
-        # a reset aborts the reads in flight: no response to a request from before it
-        # (memory answers requests the sink caught up to the reset edge: forget them too)
-        self.req_sink.clear()
-        self._pending.clear()
-        self.resp_src.clear()
+        if stale:
+            self._deliver_late()
+        else:
+            self.req_sink.clear()
+            self._pending.clear()
+            self.resp_src.clear()
         self.model.reset()
         self.expected.clear()
 

@@ -82,13 +82,16 @@ class GpuTB(DmaTB):
                         reads.append((port, op))
 
     # ------------------------------------------------------------------ reset, mode
-    def _forget(self):
-        """A reset or FLR aborts everything in flight: no answer to a request from before it;
-        and it scrubs device memory (the reference follows)."""
-        for s in (self.desc_src, self.resp_src, self.ext_src):
+    def _forget(self, stale=False):
+        """A reset or FLR aborts everything in flight: no answer to a request from before it
+        (with *stale*, host memory answers them all the same, see :meth:`flr`); and it
+        scrubs device memory (the reference follows)."""
+        for s in (self.desc_src, self.ext_src):
             s.clear()
-        self.req_sink.clear()
-        self._pending.clear()
+        if not stale:
+            self.resp_src.clear()
+            self.req_sink.clear()
+            self._pending.clear()
         self.model.reset()
         self.expected.clear()
         self.model_mem = {a: (v if a >= HOST_BASE else 0) for a, v in self.model_mem.items()}
@@ -102,15 +105,20 @@ class GpuTB(DmaTB):
         self.off = Mode(int(self.dut.mode.value)) is Mode.OFF
         assert int(self.dut.mode.value) == mode.value, f"power-on mode {int(self.dut.mode.value)}, not {mode}"
 
-    async def flr(self, wait=True):
-        """One-cycle FLR strobe; the testbench forgets what was in flight, as the RTL does."""
-        self._forget()
+    async def flr(self, wait=True, stale=False):
+        """One-cycle FLR strobe; the testbench forgets what was in flight, as the RTL does.
+        With *stale*, host memory does not see the FLR: it answers every read issued before
+        it, after it, spread over its first 100 cycles (during cc_ctrl's scrub, when
+        ``gpu_cc`` takes and drops host read responses)."""
+        self._forget(stale)
+        self._hold_responses = stale
         await RisingEdge(self.clk)
         self.dut.flr.value = 1
         await RisingEdge(self.clk)
         self.dut.flr.value = 0
-        self._forget()              # requests the sink caught up to the FLR edge too
-        self.resp_src.clear()
+        self._forget(stale)         # requests the sink caught up to the FLR edge too
+        if stale:
+            self._deliver_late()
         if wait:
             await self.wait_ready()
             await self.settle_mode()

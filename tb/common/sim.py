@@ -122,11 +122,23 @@ def _parse_results(xml_path, prefix):
     return cases
 
 
+def _defines_any(test_module, testcase):
+    """Whether the cocotb module *test_module* defines a test named by *testcase* (a name
+    or a comma-separated list), so that ``TESTCASE=`` runs only the designs that have it
+    instead of building every design to run nothing."""
+    source = (ROOT / Path(*test_module.split("."))).with_suffix(".py").read_text()
+    names = [t.strip() for t in str(testcase).split(",") if t.strip()]
+    return any(re.search(rf"^async def {re.escape(n)}\(", source, re.M) for n in names)
+
+
 def run(design, test_module, params=None, testcase=None, extra_env=None):
     """Run the cocotb tests of *test_module* against *design* (a contract name in
     ``hw.designs``) built with *params*. Fails the calling pytest test if any fails."""
     import pytest
 
+    testcase = testcase or os.environ.get("TESTCASE") or None
+    if testcase and not _defines_any(test_module, testcase):
+        pytest.skip(f"{test_module} defines none of the tests {testcase!r} (TESTCASE)")
     setup_verilator()
     params = dict(params or {})
     waves = os.environ.get("WAVES", "0") not in ("", "0")
@@ -138,7 +150,6 @@ def run(design, test_module, params=None, testcase=None, extra_env=None):
     test_dir = SIM_BUILD / "tests" / name
     test_dir.mkdir(parents=True, exist_ok=True)
     seed = int(os.environ["SEED"]) if os.environ.get("SEED") else random.randrange(1 << 31)
-    testcase = testcase or os.environ.get("TESTCASE") or None
     wave_file = Path(os.environ.get("WAVE_FILE") or SIM_BUILD / "waves" / f"{name}.{trace}")
     test_args = []
     if waves:
