@@ -2,7 +2,8 @@
 # (.venv, from pyproject.toml) on first use; all output goes to sim_build/.
 #
 #   make sim   [BLOCK=<block>] [SEED=<n>] [JOBS=<n>]   cocotb regression on Verilator (the main job)
-#   make test                               golden-model/script unit tests + contracts + regression
+#   make test                               lint + golden-model/script unit tests + contracts + regression
+#   make lint                               ruff (configuration in pyproject.toml)
 #   make verilog                            sim_build/verilog/<design>.v for every design
 #   make waves TEST=<test>                  rerun one test with tracing, open GTKWave
 #   make synth [BLOCK=<design or block>]    Yosys area report (GE, µm² at 45 nm, gate levels)
@@ -30,7 +31,7 @@ export PYTHONPATH := $(CURDIR)
 # that is software only (ccu) runs its tests in sw/<block>; a name with no tests fails
 # (scripts/blocks.py)
 
-.PHONY: all sim test unit verilog contracts waves synth bench formal clean distclean venv
+.PHONY: all sim test lint unit verilog contracts waves synth bench formal clean distclean venv
 all: test
 
 venv: $(READY)
@@ -47,6 +48,9 @@ sim: $(READY)
 	echo "$(PY) -m pytest $$paths $(XDIST) -v -s"; \
 	$(PY) -m pytest $$paths $(XDIST) -v -s -p no:cacheprovider --junitxml=$(REPORTS)/sim.xml
 
+lint: $(READY)
+	$(VENV)/bin/ruff check hw sw tb scripts formal
+
 unit: $(READY)
 	@mkdir -p $(REPORTS)
 	$(PY) -m pytest sw scripts -v -p no:cacheprovider --junitxml=$(REPORTS)/unit.xml
@@ -58,7 +62,7 @@ contracts: verilog
 	@if [ -f $(CONTRACTS) ]; then $(PY) $(CONTRACTS) sim_build/verilog; \
 	else echo "notice: $(CONTRACTS) not found beside this clone: block contracts not checked"; fi
 
-test: unit contracts sim
+test: lint unit contracts sim
 
 waves: $(READY)
 	@test -n "$(TEST)" || { echo "usage: make waves TEST=<cocotb or pytest test name>"; exit 2; }

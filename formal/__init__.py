@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from amaranth.asserts import AnyConst, AnySeq, Initial
-from amaranth.hdl import (Assert, Assume, ClockDomain, Elaboratable, Fragment, Module, Signal,
-                          Value)
+from amaranth.hdl import Assert, Assume, ClockDomain, Elaboratable, Fragment, Module, Signal, Value
 from amaranth.lib import wiring
 
 __all__ = ["Property", "Harness", "Frozen", "registers", "free_inputs", "Stub", "BLOCKS",

@@ -109,7 +109,7 @@ def trusted_lock(mutant=None):
     sxp, frozen, fragment, rf = control_plane(trust=mutant)
     h.m.submodules.sxp = frozen
     free_inputs(h.m, sxp)
-    m, host, ccu = h.m, sxp.host, sxp.ccu
+    host, ccu = sxp.host, sxp.ccu
     trusted = sxp.trust.trusted
     # the previous cycle
     was = h.past(trusted & ~h.rst, "was_trusted")

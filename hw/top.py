@@ -25,7 +25,8 @@ from amaranth.lib.wiring import In, Out
 
 from hw import csr
 from hw.pcie import PcieReadTable
-from hw.pcie.layout import COUNTER_BITS, TAG_BITS, TIMEOUT_BITS, Cause as RdCause
+from hw.pcie.layout import COUNTER_BITS, TAG_BITS, TIMEOUT_BITS
+from hw.pcie.layout import Cause as RdCause
 from hw.sxp import SXP
 from hw.sxp.packet import Kind, beat_layout
 

@@ -1,6 +1,5 @@
 """Unit tests of the shared tooling: payload packing, the CAVP reader, the synthesis
 report parser, design selection."""
-import enum
 
 import pytest
 from amaranth.lib import data
@@ -128,6 +127,7 @@ def test_longest_path_names_its_ends():
 
 def test_constant_only_processes_are_refused():
     import pytest
+
     from scripts.verilog import check_processes
     check_processes("  always @*\n    x = y;\n")          # a real process
     with pytest.raises(ValueError, match="slot_beat"):
@@ -150,7 +150,7 @@ def test_block_test_paths(tmp_path):
 
 
 def test_bcu_area_like_for_like():
-    from tb.gpushield.bench_gpushield import area_like_for_like, _dff_ge
+    from tb.gpushield.bench_gpushield import _dff_ge, area_like_for_like
     assert _dff_ge() == pytest.approx(5.667)
     # 8,000 bits in flip-flops of 5 GE (1 µm² per GE here) inside a 100,000 µm² unit
     a = area_like_for_like(8000, 100_000.0, 5.0, um2_per_ge=1.0, sram_um2_per_bit=0.5)

@@ -5,10 +5,10 @@ the parameters, so an unchanged design is not converted again.
 """
 import argparse
 import contextlib
-import os
 import fcntl
 import hashlib
 import json
+import os
 import re
 import sys
 import time

@@ -1,4 +1,4 @@
-"""AES-256 forward cipher (DESIGN.md § aes256): the pipelined ``AES256`` component and
+"""AES-256 forward cipher (docs/aes.md): the pipelined ``AES256`` component and
 the bit-sliced ``sbox`` circuit it is built from. Payload layouts are in :mod:`hw.aes.layout`.
 """
 from .core import AES256

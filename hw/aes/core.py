@@ -1,4 +1,4 @@
-"""``AES256``: a fully pipelined AES-256 forward cipher (DESIGN.md § aes256).
+"""``AES256``: a fully pipelined AES-256 forward cipher (docs/aes.md).
 
 One round per pipeline stage, 14 stages: stage *r* registers the state after round *r*
 (stage 1 also does the initial AddRoundKey). The key schedule runs beside the data, one

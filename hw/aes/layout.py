@@ -1,4 +1,4 @@
-"""Payload layouts of the ``aes256`` streams (DESIGN.md § aes256).
+"""Payload layouts of the ``aes256`` streams (docs/aes.md).
 
 Fields are packed in the order block, key, meta, the first in the lowest bits. Byte *k*
 of the block (or key) is in bits ``[8k+7:8k]`` (bus lane order), so

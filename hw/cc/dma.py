@@ -11,7 +11,8 @@ Datapath (one block per cycle; every box honours back-pressure)::
 
     desc ─ check ─ issuer ─ rd_req     rd_resp ─ consumer ─ ▯ gcm_core.i   gcm_core.o ▯ ─ output ─┬ wr (OUT frames)
           (2 reg  │ (region                ▲  (IV counter, replay,   (contexts =          stage ├ staging (IN data)
-          stages) └── cmd FIFO ────────────┘   slots, key priority)   channels)                └ completion FIFO ─ commit ─ wr, status
+          stages) └── cmd FIFO ────────────┘   slots, key priority)   channels)                └ completion FIFO
+                                                                                                   ─ commit ─ wr, status
 
   (▯: a skid-buffer register stage, :class:`hw.common.SkidBuffer`.)
 
@@ -71,9 +72,24 @@ from amaranth.lib.wiring import In, Out
 from hw.common import SkidBuffer, add, at_least, at_most, decrement, increment, wire
 from hw.gcm import GcmCore, Op
 
-from .layout import (BLOCK_BITS, CTR_BITS, CTR_LIMIT, CTX_BITS, DESC_TAG_BITS, IV_TAIL,
-                     LEN_BITS, Dir, Status, desc_layout, dma_key_layout, iv_layout,
-                     rd_req_layout, rd_resp_layout, status_layout, wr_layout)
+from .layout import (
+    BLOCK_BITS,
+    CTR_BITS,
+    CTR_LIMIT,
+    CTX_BITS,
+    DESC_TAG_BITS,
+    IV_TAIL,
+    LEN_BITS,
+    Dir,
+    Status,
+    desc_layout,
+    dma_key_layout,
+    iv_layout,
+    rd_req_layout,
+    rd_resp_layout,
+    status_layout,
+    wr_layout,
+)
 
 __all__ = ["CCDma", "DescCheck", "RespStage", "checked_layout", "resp_stage_layout"]
 

@@ -1,4 +1,4 @@
-"""``GcmCore``: the SXP AES-256-GCM engine (DESIGN.md § gcm_core), one beat per cycle.
+"""``GcmCore``: the SXP AES-256-GCM engine (docs/gcm.md), one beat per cycle.
 
 A beat carries ``lanes`` = L consecutive blocks of one frame (L = 1, 2, 4); the design
 notes, with the figures, are in ``docs/gcm.md``. Pipeline (each stage moves when its
@@ -15,8 +15,9 @@ successor can take its contents: ``o.ready`` low stalls everything that is full)
   decides ``err`` and updates *b* / nonce / ``active`` at once, so the next beat on the
   same context in the next cycle sees it. *b* + 1 (and at L = 1 the block count *b* − 1)
   are stored beside *b*, computed when *b* is written: no adder sits between the context
-  read and ``s0`` (the increment there made cc_dma's deepest path, 27 gate levels). Lane *k* of beat *b* (IV beat: b = 0) encrypts
-  counter L·b + 1 + k, except MAC's tag lane L−1, which encrypts J0 (→ E_K(J0)). ``meta``
+  read and ``s0`` (the increment there made cc_dma's deepest path, 27 gate levels).
+  Lane *k* of beat *b* (IV beat: b = 0) encrypts counter L·b + 1 + k, except MAC's tag
+  lane L−1, which encrypts J0 (→ E_K(J0)). ``meta``
   carries the input beat, the frame's data-block count L·b + L − 2 (for the length
   block), ctx, op, decrypt, err and install.
 - P, the operand stage (at the AES output): output lanes before the tag (block ⊕ E_K(ctr),
@@ -53,7 +54,7 @@ written with zeros in the reset cycle through their normal write ports (enables 
 on, write data forced to zero: one gate per bit column, not per flop). ``key.ready`` /
 ``i.ready`` are low during reset and while the AES flushes itself afterwards (14 cycles).
 
-Decisions where DESIGN.md is silent (the golden model :mod:`sw.gcm.model` does the same):
+Decisions the contract leaves open (the golden model :mod:`sw.gcm.model` does the same):
 a key install abandons the context's open frame (idle, X cleared); an install to a ctx
 >= ``contexts`` is ignored; an IV/DATA/MAC on such a ctx is ``err``. ``Op.NOP`` passes
 any beat through unchanged and touches no context.
@@ -65,8 +66,17 @@ from amaranth.lib.wiring import In, Out
 from hw.aes import AES256
 
 from .ghash import gf128_mul, gf128_square
-from .layout import (BLOCK_BITS, CTX_BITS, KEY_BITS, Op, check_contexts, check_lanes,
-                     input_layout, key_layout, output_layout)
+from .layout import (
+    BLOCK_BITS,
+    CTX_BITS,
+    KEY_BITS,
+    Op,
+    check_contexts,
+    check_lanes,
+    input_layout,
+    key_layout,
+    output_layout,
+)
 
 __all__ = ["GcmCore", "meta_layout"]
 
@@ -203,7 +213,7 @@ class GcmCore(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.aes = aes = self._aes
+        m.submodules.aes = self._aes
         key_take, i_take = self._arbiter(m)
         self._input_stage(m, key_take, i_take)
         p_valid, p, x_r, pw = self._operand_stage(m)

@@ -1,4 +1,4 @@
-"""Payload layouts and the op enum of the ``gcm_core`` streams (DESIGN.md § gcm_core).
+"""Payload layouts and the op enum of the ``gcm_core`` streams (docs/gcm.md).
 
 Defined once and shared by the RTL (:mod:`hw.gcm.core`), the golden model
 (:mod:`sw.gcm.model`) and the testbenches. Struct fields are packed in the order written,
@@ -15,13 +15,13 @@ op on a context number it does not have and ignores a key install to one.
 """
 from amaranth.lib import data, enum
 
-from hw.aes.layout import LANES, check_lanes
+from hw.aes.layout import BLOCK_BITS, KEY_BITS, LANES, check_lanes
 
 __all__ = ["BLOCK_BITS", "KEY_BITS", "CTX_BITS", "MAX_CONTEXTS", "LANES", "Op",
            "check_contexts", "check_lanes", "key_layout", "input_layout", "output_layout"]
 
-BLOCK_BITS = 128   # one AES block: a beat is lanes x 128 bits
-KEY_BITS = 256     # AES-256
+# BLOCK_BITS (one AES block: a beat is lanes x 128 bits) and KEY_BITS (AES-256) are
+# hw.aes.layout's, re-exported here for the blocks built on gcm_core
 CTX_BITS = 4       # contract width of the ctx field
 MAX_CONTEXTS = 1 << CTX_BITS
 

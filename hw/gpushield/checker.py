@@ -14,8 +14,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.common import add, wire
 
-from .layout import (TAG_BITS, VA_BITS, Cause, check_lanes, check_layout, lane_bits,
-                     log_layout)
+from .layout import TAG_BITS, VA_BITS, Cause, check_lanes, check_layout, lane_bits, log_layout
 from .pipe import add_small, stage
 
 __all__ = ["Checker"]

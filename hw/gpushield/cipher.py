@@ -1,4 +1,4 @@
-"""The GPUShield buffer-id cipher as a circuit (DESIGN.md § bcu, "Id cipher").
+"""The GPUShield buffer-id cipher as a circuit (docs/gpushield.md, "Id cipher").
 
 A 4-round Feistel network on two 7-bit halves of the 14-bit id. Round key
 ``k_r = K[16r+15 : 16r]``; ``F(x, k) = (SBOX[(x ^ k) & 0xFF] ^ (k >> 8)) & 0x7F``. The

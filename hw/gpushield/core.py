@@ -1,4 +1,4 @@
-"""``BCU``: the GPUShield Bounds-Checking Unit (DESIGN.md § bcu; decisions in docs/gpushield.md).
+"""``BCU``: the GPUShield Bounds-Checking Unit (docs/gpushield.md).
 
 A pipeline of three parts, every path within 24 gate levels:
 
@@ -30,11 +30,24 @@ from amaranth.lib.wiring import In, Out
 
 from hw.common import increment, wire
 
-from .engine import (L1_ENTRIES, L1_INTERVAL, L2_ENTRIES, L2_INTERVAL, MISS_INTERVAL, Engine)
 from .checker import Checker
+from .engine import L1_ENTRIES, L1_INTERVAL, L2_ENTRIES, L2_INTERVAL, MISS_INTERVAL, Engine
 from .front import Front, front_registers
-from .layout import (CACHE_ENTRY, COUNTER_BITS, ID_BITS, KERNEL_ID_BITS, KEY_BITS, MEM_REQ,
-                     MEM_RESP, RESP, VA_BITS, Cause, check_lanes, log_layout, req_layout)
+from .layout import (
+    CACHE_ENTRY,
+    COUNTER_BITS,
+    ID_BITS,
+    KERNEL_ID_BITS,
+    KEY_BITS,
+    MEM_REQ,
+    MEM_RESP,
+    RESP,
+    VA_BITS,
+    Cause,
+    check_lanes,
+    log_layout,
+    req_layout,
+)
 
 __all__ = ["BCU", "L1_ENTRIES", "L2_ENTRIES", "L1_INTERVAL", "L2_INTERVAL", "MISS_INTERVAL",
            "CHECKER_REGISTERS", "pipeline_depth"]

@@ -30,8 +30,20 @@ from amaranth.lib.wiring import In, Out
 from hw.common import add, increment, wire
 
 from .cipher import decrypt_round
-from .layout import (CACHE_ENTRY, COUNTER_BITS, ID_BITS, KERNEL_ID_BITS, KEY_BITS, MEM_REQ,
-                     MEM_RESP, RBT_ENTRY, VA_BITS, check_lanes, check_layout, uop_layout)
+from .layout import (
+    CACHE_ENTRY,
+    COUNTER_BITS,
+    ID_BITS,
+    KERNEL_ID_BITS,
+    KEY_BITS,
+    MEM_REQ,
+    MEM_RESP,
+    RBT_ENTRY,
+    VA_BITS,
+    check_lanes,
+    check_layout,
+    uop_layout,
+)
 
 __all__ = ["Engine", "L1_ENTRIES", "L2_ENTRIES", "L1_INTERVAL", "L2_INTERVAL", "MISS_INTERVAL"]
 

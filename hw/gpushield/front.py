@@ -26,8 +26,18 @@ from amaranth.lib.wiring import In, Out
 from hw.common import wire
 
 from .cipher import decrypt_round
-from .layout import (ID_BITS, KEY_BITS, TAG_BITS, VA_BITS, Cause, PtrType, check_lanes,
-                     req_layout, span_layout, uop_layout)
+from .layout import (
+    ID_BITS,
+    KEY_BITS,
+    TAG_BITS,
+    VA_BITS,
+    Cause,
+    PtrType,
+    check_lanes,
+    req_layout,
+    span_layout,
+    uop_layout,
+)
 from .pipe import add_small, pointer_kind, reduce_spans, stage
 
 __all__ = ["Front", "front_registers"]

@@ -1,4 +1,4 @@
-"""Layouts and enums of the ``bcu`` (DESIGN.md § bcu), defined once.
+"""Layouts and enums of the ``bcu`` (docs/gpushield.md), defined once.
 
 The RTL (:mod:`hw.gpushield.core`), the golden model and driver shim (:mod:`sw.gpushield`)
 and the testbenches (:mod:`tb.gpushield`) all take bit positions from here. Struct fields

@@ -40,7 +40,8 @@ from amaranth.lib.wiring import In, Out
 
 from hw import csr
 from hw.common import check_int
-from hw.pcie.layout import COUNTER_BITS, TAG_BITS, TIMEOUT_BITS, Cause as RdCause
+from hw.pcie.layout import COUNTER_BITS, TAG_BITS, TIMEOUT_BITS
+from hw.pcie.layout import Cause as RdCause
 from hw.sxp.packet import Kind, beat_layout
 from hw.top import SxpSystem
 

@@ -1,7 +1,8 @@
-"""The ICU's register map on the CCU's ``icu`` port of ``itx_device`` (docs/registers.md is
-generated from it)."""
+"""The ICU's register map on the CCU's ``icu`` port of ``itx_device`` (the table in docs/itx.md is
+generated from it by ``python -m scripts.gen_docs``)."""
 from hw.csr import Access, Field, Register, RegisterMap
-from hw.pcie.layout import TAG_BITS, Cause as RdCause
+from hw.pcie.layout import TAG_BITS
+from hw.pcie.layout import Cause as RdCause
 
 __all__ = ["icu_register_map"]
 
@@ -19,11 +20,12 @@ def icu_register_map():
                   "`ccu` port holds the cause)"),
         ]),
         Register(0x04, "RD_EVENTS", "PCIe read-table security events (drive `exc`)", [
-            Field("bad_cpl", 1, W1C, desc="a completion was dropped (RD_ERR); write 1 to clear"),
+            Field("bad_cpl", 1, W1C, desc="a completion was dropped, or repaired (FRAMING) (RD_ERR); "
+                  "write 1 to clear"),
             Field("timeout", 1, W1C, offset=1,
                   desc="a read timed out (RD_TIMEOUT); write 1 to clear"),
         ]),
-        Register(0x08, "RD_ERR", "Last dropped completion", [
+        Register(0x08, "RD_ERR", "Last dropped or repaired completion", [
             Field("tag", TAG_BITS, R, desc="its PCIe tag"),
             Field("cause", 3, R, offset=8, desc=f"why ({causes})"),
         ]),

@@ -1,4 +1,4 @@
-"""PCIe-complex read lookup table (DESIGN.md § pcie_rdtable, docs/pcie.md)."""
+"""PCIe-complex read lookup table (docs/pcie.md)."""
 from .layout import Cause, check_params
 from .rdtable import PcieReadTable
 

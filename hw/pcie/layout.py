@@ -1,4 +1,4 @@
-"""Parameters, error causes and table-entry layouts of ``pcie_rdtable`` (DESIGN.md § pcie_rdtable).
+"""Parameters, error causes and table-entry layouts of ``pcie_rdtable`` (docs/pcie.md).
 
 Defined once and shared by the RTL (:mod:`hw.pcie.rdtable`), the golden model
 (:mod:`sw.pcie.model`), the host completion generator (:mod:`sw.pcie.host`) and the
@@ -12,6 +12,7 @@ table therefore keeps addresses and byte counts in granules, and a granule is on
 """
 from amaranth.lib import data, enum
 
+from hw.gcm.layout import CTX_BITS
 from hw.sxp.packet import BEAT_BYTES, MAX_FRAME_BYTES, MAX_PAYLOAD_BYTES, TILE_BITS, Header
 
 __all__ = ["Cause", "GRANULE", "GRANULE_BITS", "TAG_BITS", "MAX_ENTRIES", "COUNTER_BITS", "TIMEOUT_BITS",
@@ -104,7 +105,7 @@ def check_params(entries=256, rcb=64, max_payload=256, max_read=1024, lanes=1):
       the 256-byte packets of :mod:`hw.sxp.packet`);
     - ``max_read``: max read request size, 128 .. 1024, a power of two (PCIe MRRS values up
       to the 1 KiB frame);
-    - ``lanes``: beat width in 128-bit lanes, 1, 2 or 4 (DESIGN.md Roadmap); ``rcb``
+    - ``lanes``: beat width in 128-bit lanes, 1, 2 or 4 (docs/line-rate.md); ``rcb``
       must be a multiple of the beat (16 · lanes bytes), so that a completion cut at the
       RCB is a whole number of beats.
     """
@@ -129,7 +130,7 @@ def check_params(entries=256, rcb=64, max_payload=256, max_read=1024, lanes=1):
 
 def static_layout():
     """What a request leaves in its table entry for its completions' headers."""
-    return data.StructLayout({"tile": TILE_BITS, "key_index": 4, "aes": 1})
+    return data.StructLayout({"tile": TILE_BITS, "key_index": CTX_BITS, "aes": 1})
 
 
 def dynamic_layout(params):

@@ -1,4 +1,4 @@
-"""``PcieReadTable``: the PCIe-complex read lookup table (DESIGN.md § pcie_rdtable).
+"""``PcieReadTable``: the PCIe-complex read lookup table (docs/pcie.md).
 
 Between the SXP and the host. A read request (``req_i``) gets the lowest free PCIe tag and
 leaves its tile, ``key_index`` and ``aes`` plus the next expected address and the bytes
@@ -64,8 +64,16 @@ from amaranth.lib.wiring import In, Out
 from hw.common import increment
 from hw.sxp.packet import Header, Kind, beat_layout
 
-from .layout import (COUNTER_BITS, TAG_BITS, TIMEOUT_BITS, TIMEOUT_STEPS, Cause, check_params,
-                     dynamic_layout, static_layout)
+from .layout import (
+    COUNTER_BITS,
+    TAG_BITS,
+    TIMEOUT_BITS,
+    TIMEOUT_STEPS,
+    Cause,
+    check_params,
+    dynamic_layout,
+    static_layout,
+)
 
 __all__ = ["PcieReadTable", "AGE_EXPIRED"]
 

@@ -34,8 +34,7 @@ from amaranth.lib.wiring import In, Out
 from hw.common import SkidBuffer, add, at_least, at_most, wire
 from hw.gcm.layout import BLOCK_BITS, CTX_BITS, Op
 
-from .packet import (BEAT_BYTES, MAX_FRAME_BYTES, MAX_PAYLOAD_BYTES, TILE_BITS, Header, Kind,
-                     beat_layout)
+from .packet import BEAT_BYTES, MAX_FRAME_BYTES, MAX_PAYLOAD_BYTES, TILE_BITS, Header, Kind, beat_layout
 from .regs import REGION_BITS, REGIONS, XBCTX_ENTRIES, Cause
 
 __all__ = ["Ingress", "op_layout", "meta_layout", "event_layout", "release_layout"]

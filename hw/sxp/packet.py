@@ -1,4 +1,4 @@
-"""Exchange packets between tiles, the SXP and the PCIe complex (DESIGN.md § sxp).
+"""Exchange packets between tiles, the SXP and the PCIe complex (docs/sxp.md).
 
 Defined once here and used by the SXP, the PCIe read lookup table, the golden models and
 the testbenches. A packet travels as a stream of beats (:func:`beat_layout`): each beat
@@ -26,6 +26,7 @@ Header fields:
 from amaranth.lib import data, enum
 
 from hw.aes.layout import BLOCK_BITS
+from hw.gcm.layout import CTX_BITS
 
 __all__ = ["Kind", "Header", "beat_layout", "TILES", "TILE_BITS", "MAX_FRAME_BYTES",
            "MAX_PAYLOAD_BYTES", "READ_COMPLETION_BOUNDARY", "BEAT_BYTES"]
@@ -52,7 +53,7 @@ Header = data.StructLayout({
     "length": 11,
     "aes": 1,
     "cc": 1,
-    "key_index": 4,
+    "key_index": CTX_BITS,
     "tag": 8,
 })
 

@@ -9,29 +9,7 @@ zeros, ``00 00 00 01``) ‖ ciphertext ‖ 16-byte tag. The GCM nonce is the IV 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from hw.cc.layout import CTR_LIMIT, IV_TAIL, Dir, iv_layout
-
-
-_SLICES = {}
-
-
-def _slices(layout):
-    """``[(name, offset, width)]`` of *layout*, computed once per layout: iterating an
-    Amaranth layout costs tens of microseconds, more than sealing a 1 KiB frame."""
-    entry = _SLICES.get(id(layout))
-    if entry is None or entry[0] is not layout:
-        entry = _SLICES[id(layout)] = (layout, [(n, f.offset, f.width) for n, f in layout])
-    return entry[1]
-
-
-def pack(layout, **fields):
-    value = 0
-    for name, offset, _ in _slices(layout):
-        value |= int(fields.get(name, 0)) << offset
-    return value
-
-
-def unpack(layout, value):
-    return {name: (value >> offset) & ((1 << width) - 1) for name, offset, width in _slices(layout)}
+from sw.common.payload import pack, unpack
 
 __all__ = ["pack", "unpack", "iv_block", "parse_iv", "HostChannel", "FrameError", "blocks", "join_blocks"]
 

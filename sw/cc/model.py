@@ -18,7 +18,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from hw.cc.layout import CTR_LIMIT, IV_TAIL, LEN_BITS, Dir, Mode, Src, Status
 from hw.cc.regs import KEY_WORDS, SCRATCH_WORDS, SCRUB, allowed, register_map
-from .host import iv_block, join_blocks, parse_iv, blocks
+
+from .host import blocks, iv_block, join_blocks, parse_iv
 
 __all__ = ["Bus", "CCCtrlModel", "CCDmaModel", "Desc"]
 

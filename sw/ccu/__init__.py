@@ -9,13 +9,19 @@ from .device import Device
 from .errors import *  # noqa: F403  (the exception classes are part of the API)
 from .errors import __all__ as _errors
 from .keypkg import checkpoint_key, final_model_key
-from .manifest import (KEY_CHECKPOINT, KEY_FINAL_MODEL, KEY_RESUME_CHECKPOINT, ConfigWrite,
-                       JobManifest, KeyInstall, PartyEntry)
+from .manifest import (
+                       KEY_CHECKPOINT,
+                       KEY_FINAL_MODEL,
+                       KEY_RESUME_CHECKPOINT,
+                       ConfigWrite,
+                       JobManifest,
+                       KeyInstall,
+                       PartyEntry,
+)
 from .measure import MeasurementStore
 from .party import RelyingParty, VerifiedReport, make_party_identity
 from .report import AttestationReport
-from .sxp_port import (CcuPort, ExceptionCause, ExceptionSource, RecordingSxpPort,
-                       SxpKeyPort, SxpRegister)
+from .sxp_port import CcuPort, ExceptionCause, ExceptionSource, RecordingSxpPort, SxpKeyPort, SxpRegister
 
 __all__ = ["ManufacturerCA", "reference_measurements", "AttestationEvidence", "Cce",
            "ExceptionEvent", "LaunchInfo", "ResumePoint", "TeeState", "Device", "checkpoint_key",

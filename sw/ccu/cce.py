@@ -32,16 +32,25 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from . import certs
 from .dice import zeroize
-from .errors import (ApiOrderError, BinaryMeasurementError, IncompleteKeysError,
-                     ManifestError, MalformedPackageError, PartyCertificateError,
-                     ReplayedPackageError, ResumeError, ScheduleExhaustedError,
-                     StaleReportError, TrustedModeError, UnexpectedKeyError,
-                     WrongJobError, WrongPartyError)
+from .errors import (
+    ApiOrderError,
+    BinaryMeasurementError,
+    IncompleteKeysError,
+    MalformedPackageError,
+    ManifestError,
+    PartyCertificateError,
+    ReplayedPackageError,
+    ResumeError,
+    ScheduleExhaustedError,
+    StaleReportError,
+    TrustedModeError,
+    UnexpectedKeyError,
+    WrongJobError,
+    WrongPartyError,
+)
 from .keypkg import checkpoint_key, final_model_key, open_package, parse_header
-from .manifest import (KEY_CHECKPOINT, KEY_FINAL_MODEL, KEY_RESUME_CHECKPOINT,
-                       JobManifest)
-from .measure import (SLOT_CC_MODE, SLOT_CONFIG, SLOT_TILE_BOOTLOADER, cc_mode_measurement,
-                      config_measurement, measure)
+from .manifest import KEY_CHECKPOINT, KEY_FINAL_MODEL, KEY_RESUME_CHECKPOINT, JobManifest
+from .measure import SLOT_CC_MODE, SLOT_CONFIG, SLOT_TILE_BOOTLOADER, cc_mode_measurement, config_measurement, measure
 from .report import AttestationReport, report_hash, sign_report
 from .sxp_port import KEY_SIZE, ExceptionCause, ExceptionSource
 

@@ -1,8 +1,16 @@
 """Fixtures of the CCU tests (helpers live in sw/ccu/testing.py)."""
 import pytest
 
-from sw.ccu.testing import (ManufacturerCA, certificates, firmware, make_device,
-                            make_identities, make_manifest, make_parties, make_party_keys)
+from sw.ccu.testing import (
+    ManufacturerCA,
+    certificates,
+    firmware,
+    make_device,
+    make_identities,
+    make_manifest,
+    make_parties,
+    make_party_keys,
+)
 
 
 @pytest.fixture(scope="session")

@@ -24,16 +24,30 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from . import certs
 from .ca import reference_measurements
-from .errors import (ChainError, EpochMismatchError, FingerprintMissingError,
-                     ManifestMismatchError, MeasurementMismatchError)
+from .errors import (
+    ChainError,
+    EpochMismatchError,
+    FingerprintMissingError,
+    ManifestMismatchError,
+    MeasurementMismatchError,
+)
 from .firmware import CCE, SBL
-from .keypkg import KeyPackageContents, NONCE_SIZE, seal_package
+from .keypkg import NONCE_SIZE, KeyPackageContents, seal_package
 from .manifest import JobManifest
-from .measure import (DIGEST_SIZE, SLOT_CC_MODE, SLOT_CCE, SLOT_CONFIG, SLOT_ICU, SLOT_NAMES,
-                      SLOT_SBL, SLOT_TILE_BOOTLOADER, cc_mode_measurement,
-                      config_measurement, extend_value)
-from .report import (AttestationReport, report_hash, split_signed_report,
-                     verify_report_signature)
+from .measure import (
+    DIGEST_SIZE,
+    SLOT_CC_MODE,
+    SLOT_CCE,
+    SLOT_CONFIG,
+    SLOT_ICU,
+    SLOT_NAMES,
+    SLOT_SBL,
+    SLOT_TILE_BOOTLOADER,
+    cc_mode_measurement,
+    config_measurement,
+    extend_value,
+)
+from .report import AttestationReport, report_hash, split_signed_report, verify_report_signature
 
 __all__ = ["RelyingParty", "VerifiedReport", "make_party_identity", "expected_slots"]
 

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import (decode_dss_signature,
-                                                              encode_dss_signature)
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 from .errors import MalformedReportError, ReportSignatureError
 from .measure import DIGEST_SIZE, SLOTS

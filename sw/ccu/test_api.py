@@ -4,10 +4,20 @@ import dataclasses
 
 import pytest
 
-from sw.ccu import (ApiOrderError, CcuPort, ExceptionCause, ExceptionSource,
-                    IncompleteKeysError, KeyInstall, ManifestError, PartyCertificateError,
-                    RecordingSxpPort, SxpKeyPort, TeeState)
-from sw.ccu.testing import (DATA, MODEL, certificates, make_device, make_identities)
+from sw.ccu import (
+    ApiOrderError,
+    CcuPort,
+    ExceptionCause,
+    ExceptionSource,
+    IncompleteKeysError,
+    KeyInstall,
+    ManifestError,
+    PartyCertificateError,
+    RecordingSxpPort,
+    SxpKeyPort,
+    TeeState,
+)
+from sw.ccu.testing import DATA, MODEL, certificates, make_device, make_identities
 
 
 def snapshot(device):

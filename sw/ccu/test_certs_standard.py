@@ -16,8 +16,7 @@ from cryptography.x509.verification import PolicyBuilder, Store, VerificationErr
 
 from sw.ccu import ManufacturerCA
 from sw.ccu.certs import issue_certificate, subject_name
-from sw.ccu.testing import (certificates, firmware, make_device, make_identities,
-                            make_manifest)
+from sw.ccu.testing import certificates, firmware, make_device, make_identities, make_manifest
 
 PEM, DER = serialization.Encoding.PEM, serialization.Encoding.DER
 OPENSSL = shutil.which("openssl")

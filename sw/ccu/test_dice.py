@@ -8,11 +8,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from sw.ccu import Device, FirmwareAuthError, RecordingSxpPort, UdsLockedError
 from sw.ccu.certs import MEASUREMENT_OID
-from sw.ccu.firmware import FirmwareBundle
 from sw.ccu.dice import PrimaryBootloader, SecondaryBootloader, UdsRegion
+from sw.ccu.firmware import FirmwareBundle
 from sw.ccu.measure import MeasurementStore
-from sw.ccu.testing import (UDS, firmware, leftover_secrets, make_device,
-                            reference_identity)
+from sw.ccu.testing import UDS, firmware, leftover_secrets, make_device, reference_identity
 
 
 def pub(scalar):

@@ -8,12 +8,18 @@ import os
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from sw.ccu import (ApiOrderError, BinaryMeasurementError, ExceptionCause, ExceptionSource,
-                    MeasurementMismatchError, TeeState, TrustedModeError)
+from sw.ccu import (
+    ApiOrderError,
+    BinaryMeasurementError,
+    ExceptionCause,
+    ExceptionSource,
+    MeasurementMismatchError,
+    TeeState,
+    TrustedModeError,
+)
 from sw.ccu.party import VerifiedReport
 from sw.ccu.report import AttestationReport
-from sw.ccu.testing import (DATA, MODEL, UDS, certificates, leftover_secrets,
-                            reference_identity)
+from sw.ccu.testing import DATA, MODEL, UDS, certificates, leftover_secrets, reference_identity
 
 # What the tile bootloader measures of the binary make_manifest's job loads (the manifest
 # is built from the same bytes, independently of this value).

@@ -14,11 +14,20 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from sw.ccu import ResumePoint, ScheduleExhaustedError, SxpRegister, TeeState
 from sw.ccu.certs import fingerprint
-from sw.ccu.testing import (CODE_KEY, DATA, DATA_KEY_A, DATA_KEY_B, MODEL, UDS, WEIGHTS_KEY,
-                            certificates, leftover_secrets, reachable,
-                            reference_identity,
-                            rfc5869_hkdf)
-
+from sw.ccu.testing import (
+    CODE_KEY,
+    DATA,
+    DATA_KEY_A,
+    DATA_KEY_B,
+    MODEL,
+    UDS,
+    WEIGHTS_KEY,
+    certificates,
+    leftover_secrets,
+    reachable,
+    reference_identity,
+    rfc5869_hkdf,
+)
 
 # What the tile bootloader measures of the binary make_manifest's job loads.
 LOADED_BINARY = hashlib.sha384(b"ipu binary").digest()

@@ -7,12 +7,30 @@ import struct
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from sw.ccu import (MalformedPackageError, PackageAuthError, ReplayedPackageError,
-                    ResumeError, ResumePoint, StaleReportError, TruncatedPackageError,
-                    UnexpectedKeyError, WrongJobError, WrongPartyError)
+from sw.ccu import (
+    MalformedPackageError,
+    PackageAuthError,
+    ReplayedPackageError,
+    ResumeError,
+    ResumePoint,
+    StaleReportError,
+    TruncatedPackageError,
+    UnexpectedKeyError,
+    WrongJobError,
+    WrongPartyError,
+)
 from sw.ccu.keypkg import HEADER_SIZE, KeyPackageContents, encode_plaintext, seal_package
-from sw.ccu.testing import (CODE_KEY, DATA, DATA_KEY_A, MODEL, certificates, make_device,
-                            make_identities, make_manifest, make_parties)
+from sw.ccu.testing import (
+    CODE_KEY,
+    DATA,
+    DATA_KEY_A,
+    MODEL,
+    certificates,
+    make_device,
+    make_identities,
+    make_manifest,
+    make_parties,
+)
 
 
 @pytest.fixture

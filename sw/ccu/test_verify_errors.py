@@ -4,11 +4,18 @@ import dataclasses
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from sw.ccu import (ChainError, EpochMismatchError, FingerprintMissingError,
-                    MalformedReportError, ManifestMismatchError, ManufacturerCA,
-                    MeasurementMismatchError, RelyingParty, ReportSignatureError)
-from sw.ccu.testing import (MODEL, certificates, firmware, make_device, make_identities,
-                            make_manifest)
+from sw.ccu import (
+    ChainError,
+    EpochMismatchError,
+    FingerprintMissingError,
+    MalformedReportError,
+    ManifestMismatchError,
+    ManufacturerCA,
+    MeasurementMismatchError,
+    RelyingParty,
+    ReportSignatureError,
+)
+from sw.ccu.testing import MODEL, certificates, firmware, make_device, make_identities, make_manifest
 
 DER = serialization.Encoding.DER
 

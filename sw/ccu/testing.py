@@ -10,8 +10,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from .ca import ManufacturerCA
 from .certs import fingerprint
 from .device import Device
-from .manifest import (KEY_CHECKPOINT, KEY_FINAL_MODEL, KEY_RESUME_CHECKPOINT, ConfigWrite,
-                       JobManifest, KeyInstall, PartyEntry)
+from .manifest import (
+    KEY_CHECKPOINT,
+    KEY_FINAL_MODEL,
+    KEY_RESUME_CHECKPOINT,
+    ConfigWrite,
+    JobManifest,
+    KeyInstall,
+    PartyEntry,
+)
 from .party import RelyingParty, make_party_identity
 from .sxp_port import RecordingSxpPort, SxpRegister
 

@@ -1,4 +1,4 @@
-"""Bit-exact golden model of the ``gcm_core`` engine (DESIGN.md § gcm_core).
+"""Bit-exact golden model of the ``gcm_core`` engine (docs/gcm.md).
 
 AES-256-GCM (NIST SP 800-38D) restricted as in the ITX paper: empty AAD, block-aligned
 non-empty plaintext, and the IV given as a full block J0 = 12-byte nonce ‖ ``00 00 00 01``.
@@ -39,7 +39,7 @@ a whole number of beats, at least two:
   a number >= ``contexts``): the whole output beat is 0 and ``tag_ok`` = 0. Apart from
   IV-on-active (context goes idle), an err changes nothing.
 
-Decisions where DESIGN.md is silent:
+Decisions the contract leaves open:
 
 - :meth:`install_key` on a context abandons any frame open on it: the context goes idle
   (X cleared), so a DATA or MAC that follows errs until a new IV opens a frame.

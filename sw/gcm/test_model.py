@@ -7,8 +7,7 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from hw.gcm.layout import Op, input_layout, key_layout, output_layout
-from sw.gcm.model import (GcmCoreModel, frame_beats, gf128_mul, j0_block, join_beat,
-                          split_beat)
+from sw.gcm.model import GcmCoreModel, frame_beats, gf128_mul, j0_block, join_beat, split_beat
 from sw.gcm.vectors import blocks_of, cavp_cases, le
 
 SEED = int(os.environ.get("SEED") or "20240613")

@@ -14,8 +14,16 @@ them; the kernel-id check of the BCU rejects them (cause 3).
 import random
 from dataclasses import dataclass, field
 
-from hw.gpushield.layout import (Cause, ID_BITS, KERNEL_ID_BITS, KEY_BITS, RBT_ENTRIES,
-                                 RBT_ENTRY_BYTES, VA_BITS, log_layout)
+from hw.gpushield.layout import (
+    ID_BITS,
+    KERNEL_ID_BITS,
+    KEY_BITS,
+    RBT_ENTRIES,
+    RBT_ENTRY_BYTES,
+    VA_BITS,
+    Cause,
+    log_layout,
+)
 
 from .model import encrypt_id, pack_entry, t1_pointer, t2_pointer, t3_pointer, unpack_fields
 

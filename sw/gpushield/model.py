@@ -12,10 +12,24 @@
 """
 from dataclasses import dataclass, field
 
-from hw.gpushield.layout import (CACHE_ENTRY, ID_BITS, HALF_BITS, KEY_BITS, POINTER, RBT_ENTRY,
-                                 RBT_ENTRY_BYTES, T3_META, VA_BITS, Cause, PtrType, check_lanes,
-                                 log_layout, req_layout)
+from hw.gpushield.layout import (
+    CACHE_ENTRY,
+    HALF_BITS,
+    ID_BITS,
+    KEY_BITS,
+    POINTER,
+    RBT_ENTRY,
+    RBT_ENTRY_BYTES,
+    T3_META,
+    VA_BITS,
+    Cause,
+    PtrType,
+    check_lanes,
+    log_layout,
+    req_layout,
+)
 from sw.aes.model import SBOX
+from sw.common.payload import field_slices, pack, unpack
 
 __all__ = ["ROUNDS", "round_keys", "feistel_f", "encrypt_id", "decrypt_id", "pack_fields",
            "unpack_fields", "pointer", "t1_pointer", "t2_pointer", "t3_pointer", "pointer_kind",
@@ -69,33 +83,15 @@ def decrypt_id(enc, key):
 
 
 # ---------------------------------------------------------------------------- packing
-_SLICES = {}
-
-
-def _slices(layout):
-    """``{name: (offset, width)}`` of a struct layout, computed once per layout object
-    (Amaranth's layout properties are slow to query per field access)."""
-    entry = _SLICES.get(id(layout))
-    if entry is None or entry[0] is not layout:
-        entry = _SLICES[id(layout)] = (layout, {n: (f.offset, f.width) for n, f in layout})
-    return entry[1]
-
-
 def pack_fields(layout, **fields):
-    """The integer of a struct *layout* with *fields* (enum members allowed; missing = 0)."""
-    value = 0
-    slices = _slices(layout)
-    for name, v in fields.items():
-        offset, width = slices[name]
-        v = int(v.value if hasattr(v, "value") else v)
-        if not 0 <= v < (1 << width):
-            raise ValueError(f"{name} = {v:#x} does not fit in {width} bits")
-        value |= v << offset
-    return value
+    """The integer of a struct *layout* with *fields* (enum members allowed; missing = 0),
+    each range-checked: :func:`sw.common.payload.pack`."""
+    return pack(layout, **fields)
 
 
 def unpack_fields(layout, value):
-    return {name: (value >> o) & ((1 << w) - 1) for name, (o, w) in _slices(layout).items()}
+    """``{name: int}`` of a *layout* integer (enum fields as ints too)."""
+    return unpack(layout, value, enums=False)
 
 
 def pointer(kind, addr, meta=0):
@@ -114,11 +110,8 @@ def t3_pointer(addr, log2_size):
     return pointer(PtrType.T3, addr, pack_fields(T3_META, log2_size=log2_size))
 
 
-_ADDR = _slices(POINTER)["addr"]
-_META = _slices(POINTER)["meta"]
-_TYPE = _slices(POINTER)["type"]
-_RESERVED = _slices(T3_META)["reserved"]
-_LOG2 = _slices(T3_META)["log2_size"]
+_ADDR, _META, _TYPE = (field_slices(POINTER)[name] for name in ("addr", "meta", "type"))
+_RESERVED, _LOG2 = (field_slices(T3_META)[name] for name in ("reserved", "log2_size"))
 _KINDS = list(PtrType)
 
 
@@ -186,8 +179,7 @@ class WarpRequest:
         lanes = len(self.addrs) if lanes is None else lanes
         if len(self.addrs) != lanes:
             raise ValueError(f"{len(self.addrs)} lane addresses for {lanes} lanes")
-        addr = int.from_bytes(b"".join(a.to_bytes(8, "little") for a in self.addrs), "little")
-        return pack_fields(_req_layout(lanes), base=self.base, addr=addr, mask=self.mask,
+        return pack_fields(_req_layout(lanes), base=self.base, addr=list(self.addrs), mask=self.mask,
                            size_log2=self.size_log2, store=int(self.store), tag=self.tag)
 
     @property

@@ -1,6 +1,6 @@
 """Unit tests of the GPUShield software: id cipher, pointers and RBT entries, the golden
 BCU model, the driver shim and the trace generators. The cipher's expected values are
-worked by hand from DESIGN.md (with the FIPS-197 S-box), not taken from the model."""
+worked by hand from the contract (docs/gpushield.md) (with the FIPS-197 S-box), not taken from the model."""
 import os
 import random
 
@@ -10,9 +10,24 @@ from amaranth.sim import Simulator
 from hw.gpushield.cipher import decrypt_id as rtl_decrypt
 from hw.gpushield.layout import POINTER, RBT_ENTRY, Cause, PtrType, log_layout, req_layout
 from sw.gpushield.driver import Driver
-from sw.gpushield.model import (BCUModel, WarpRequest, decrypt_id, encrypt_id, feistel_f,
-                                pack_entry, pack_fields, pointer_addr, pointer_eid, pointer_kind, round_keys,
-                                t1_pointer, t2_pointer, t3_pointer, unpack_entry, with_addr)
+from sw.gpushield.model import (
+    BCUModel,
+    WarpRequest,
+    decrypt_id,
+    encrypt_id,
+    feistel_f,
+    pack_entry,
+    pack_fields,
+    pointer_addr,
+    pointer_eid,
+    pointer_kind,
+    round_keys,
+    t1_pointer,
+    t2_pointer,
+    t3_pointer,
+    unpack_entry,
+    with_addr,
+)
 from sw.gpushield.traces import KERNELS, VIOLATIONS, kernel, to_request, violations
 
 SEED = int(os.environ.get("SEED") or "7")
@@ -33,10 +48,10 @@ def test_hand_vector():
     assert decrypt_id(0x34E5, 0x0123456789ABCDEF) == 0x1234
     # the zero key: S[x] ^ 0, id 0: r0 F(0)=S[0]&0x7F=0x63 -> (0, 0x63); r1 F(0x63)=S[0x63]&0x7F
     s = __import__("sw.aes.model", fromlist=["SBOX"]).SBOX
-    l, r = 0, 0
+    left, right = 0, 0
     for _ in range(4):
-        l, r = r, l ^ (s[r] & 0x7F)
-    assert encrypt_id(0, 0) == (l << 7) | r
+        left, right = right, left ^ (s[right] & 0x7F)
+    assert encrypt_id(0, 0) == (left << 7) | right
 
 
 @pytest.mark.parametrize("key", KEYS + [random.Random(SEED).getrandbits(64)])
@@ -225,7 +240,7 @@ def test_violations_all_caught():
     prev = env.launch()
     L = env.launch()
     seen = set()
-    for trial in range(20):
+    for _trial in range(20):
         for kind, req, cause in violations(L, prev, env.rng):
             r = env.model.check(req)
             assert not r.ok, (kind, r)

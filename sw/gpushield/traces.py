@@ -13,10 +13,9 @@ import math
 import random
 from dataclasses import dataclass
 
-from hw.gpushield.layout import Cause, VA_BITS
+from hw.gpushield.layout import VA_BITS, Cause
 
-from .model import (WarpRequest, decrypt_id, encrypt_id, pointer_addr, pointer_eid, t1_pointer,
-                    t2_pointer, with_addr)
+from .model import WarpRequest, decrypt_id, encrypt_id, pointer_addr, pointer_eid, t1_pointer, t2_pointer, with_addr
 
 __all__ = ["WarpOp", "Kernel", "KERNELS", "kernel", "to_request", "violations", "VIOLATIONS"]
 
@@ -333,7 +332,6 @@ def violations(launch, prev, rng, lanes=LANES):
     *launch* is the current launch, *prev* an earlier one of the same buffers (for stale
     pointers). ``None`` = the model decides the cause (it must still be a violation)."""
     bufs = [b for b in launch.buffers.values() if b.kind != "t3" and b.size >= 4 * lanes + 64]
-    rw = [b for b in bufs if not b.read_only]
     ro = [b for b in bufs if b.read_only]
     t3 = [b for b in launch.buffers.values() if b.kind == "t3"]
     b = rng.choice(bufs)

@@ -109,8 +109,8 @@ CHECKPOINT_NONCE = NonceLayout(StreamType.CHECKPOINT, [
     ("type", 8), ("epoch", 16), ("checkpoint", 16), ("ipu", 8), ("tile", 16), ("frame", 32)])
 
 
-_STREAM_FAST = {t: (l._type_word, l.offsets["stream"], l.offsets["frame"])
-                for t, l in STREAM_NONCE.items()}
+_STREAM_FAST = {t: (layout._type_word, layout.offsets["stream"], layout.offsets["frame"])
+                for t, layout in STREAM_NONCE.items()}
 
 
 def stream_nonce(stream_type, stream_id, frame):

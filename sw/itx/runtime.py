@@ -35,11 +35,19 @@ from dataclasses import dataclass, field
 from sw.ccu.manifest import ConfigWrite, KeyInstall
 from sw.ccu.sxp_port import PHYS_CONTEXTS, SxpRegister
 
-from .frames import (StreamType, encrypt_stream, frame_count, check_frame_bytes,
-                     stream_nonce)
-from .host import HostMemory, PAGE
-from .tile import (CheckpointSlot, StreamSlice, application_measurement, bootloader,
-                   clear_loader, read_checkpoint, read_stream, tile_digest, write_checkpoint)
+from .frames import StreamType, check_frame_bytes, encrypt_stream, frame_count, stream_nonce
+from .host import PAGE, HostMemory
+from .tile import (
+    CheckpointSlot,
+    StreamSlice,
+    application_measurement,
+    bootloader,
+    clear_loader,
+    read_checkpoint,
+    read_stream,
+    tile_digest,
+    write_checkpoint,
+)
 
 __all__ = ["Runtime", "Stream", "CheckpointPlan", "SavedCheckpoint", "CODE_BASE",
            "DATA_BASE", "STATE_BASE", "STATE_BYTES", "REGIONS", "compute_step"]

@@ -6,9 +6,22 @@ import pytest
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from sw.itx.frames import (CHECKPOINT_NONCE, STREAM_NONCE, FrameError, NonceLayout, StreamType,
-                           checkpoint_nonce, decrypt_frame, decrypt_stream, encrypt_stream,
-                           frame_count, iv_block, nonce_type, payload_bytes, stream_nonce)
+from sw.itx.frames import (
+    CHECKPOINT_NONCE,
+    STREAM_NONCE,
+    FrameError,
+    NonceLayout,
+    StreamType,
+    checkpoint_nonce,
+    decrypt_frame,
+    decrypt_stream,
+    encrypt_stream,
+    frame_count,
+    iv_block,
+    nonce_type,
+    payload_bytes,
+    stream_nonce,
+)
 from sw.itx.host import HostMemory
 from sw.itx.runtime import Runtime
 

@@ -11,8 +11,18 @@ from sw.itx.csr import CsrConfigWriter, CsrKeyPort
 from sw.itx.frames import StreamType, encrypt_stream, payload_bytes, stream_nonce
 from sw.itx.runtime import CODE_BASE, DATA_BASE, STATE_BASE
 from sw.itx.testing import GoldenDevice, ReferenceDevice, Scenario, TrustedCcu
-from sw.itx.tile import (Cause, Read, SecurityException, StreamSlice, Tile, Write, bootloader,
-                         check_measurement, clear_loader, write_packets)
+from sw.itx.tile import (
+    Cause,
+    Read,
+    SecurityException,
+    StreamSlice,
+    Tile,
+    Write,
+    bootloader,
+    check_measurement,
+    clear_loader,
+    write_packets,
+)
 from sw.pcie.beats import Beat, header
 
 SENTINEL = Scenario.SENTINEL

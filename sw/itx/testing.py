@@ -419,8 +419,7 @@ class CcuJob:
         from sw.ccu.ca import ManufacturerCA
         from sw.ccu.certs import fingerprint
         from sw.ccu.device import Device
-        from sw.ccu.manifest import (KEY_CHECKPOINT, KEY_RESUME_CHECKPOINT, JobManifest,
-                                     PartyEntry)
+        from sw.ccu.manifest import KEY_CHECKPOINT, KEY_RESUME_CHECKPOINT, JobManifest, PartyEntry
         from sw.ccu.testing import firmware, make_identities, make_parties
         ca = ManufacturerCA()
         bundle = firmware(ca)

@@ -29,8 +29,16 @@ from dataclasses import dataclass
 from hw.sxp.packet import BEAT_BYTES, MAX_PAYLOAD_BYTES, Kind
 from sw.pcie.beats import Beat, header
 
-from .frames import (IV_BYTES, TAG_BYTES, checkpoint_nonce, frame_count, iv_block,
-                     payload_bytes, stream_nonce, StreamType)
+from .frames import (
+    IV_BYTES,
+    TAG_BYTES,
+    StreamType,
+    checkpoint_nonce,
+    frame_count,
+    iv_block,
+    payload_bytes,
+    stream_nonce,
+)
 
 __all__ = ["Tile", "Read", "Write", "SecurityException", "Cause", "TILE_MEMORY",
            "CodeSlice", "StreamSlice", "CheckpointSlot", "bootloader", "clear_loader", "read_stream",

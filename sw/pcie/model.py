@@ -20,8 +20,8 @@ Per cycle, every decision reads the state before the edge:
    as they were before this cycle, except that the tag allocated in the cycle before is
    still unknown (the RTL writes its entry in this cycle);
 3. the tick counter runs with the ``timeout`` T of the cycle before (T = 0: stopped and
-   cleared) and hits every ceil(T / 4) cycles; a hit ticks the ages one cycle later: on a tick every outstanding entry (except one
-   allocated in this cycle) ages by one, saturating at :data:`AGE_EXPIRED`;
+   cleared) and hits every ceil(T / 4) cycles; a hit ticks the ages one cycle later: on a
+   tick every outstanding entry (except one allocated in this cycle) ages by one, saturating at :data:`AGE_EXPIRED`;
 4. the lowest expired entry (age = AGE_EXPIRED before the edge) is freed and reported.
 
 Completion packets (boundaries from ``last``; ``first`` and the header of later beats are

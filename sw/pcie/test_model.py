@@ -10,11 +10,23 @@ import pytest
 
 from hw.pcie.layout import Cause, check_params
 from hw.sxp.packet import Header, Kind, beat_layout
-from sw.pcie import (AGE_EXPIRED, Beat, ModelError, RdTableModel, all_splits, completion_packets,
-                     count_splits, decode, encode, header, is_legal_split, random_split,
-                     timeout_bounds)
+from sw.common.payload import pack
+from sw.pcie import (
+    AGE_EXPIRED,
+    Beat,
+    ModelError,
+    RdTableModel,
+    all_splits,
+    completion_packets,
+    count_splits,
+    decode,
+    encode,
+    header,
+    is_legal_split,
+    random_split,
+    timeout_bounds,
+)
 from sw.pcie.host import cut_points
-from tb.common.payload import pack
 
 
 # ---- parameters -----------------------------------------------------------------------
@@ -340,7 +352,7 @@ def test_timeout_bounds(timeout):
     m.idle(3 * timeout + 40, timeout)
     assert m.outstanding == 0 and m.timeout_count == len(m.timeouts)
     lo, hi = timeout_bounds(timeout, simultaneous=12)
-    for cycle, tag, when in m.timeouts:
+    for cycle, _tag, when in m.timeouts:
         assert lo <= cycle - when <= hi, (timeout, cycle - when)
     assert len(m.timeouts) >= 12
     # a completion for a timed-out read is an unknown tag

@@ -37,7 +37,7 @@ def random_config(rng, contexts=16, *, min_size=4096, align=BEAT_BYTES, mapped=N
     kp = rng.sample(range(1, REGIONS), contexts)
     targets = list(mapped if mapped is not None else range(contexts))
     kx = [rng.choice(targets) for _ in range(XBCTX_ENTRIES)]
-    for i, p in enumerate(targets[:XBCTX_ENTRIES]):   # each target reachable
+    for _i, p in enumerate(targets[:XBCTX_ENTRIES]):   # each target reachable
         kx[rng.randrange(XBCTX_ENTRIES)] = p
     if len(set(kx)) < min(len(targets), XBCTX_ENTRIES):
         perm = rng.sample(range(XBCTX_ENTRIES), XBCTX_ENTRIES)

@@ -6,8 +6,15 @@
 :class:`QueuedBus` collects the writes and the testbench plays them on the CSR port
 (``await tb.csr_writes(bus.take())``): the async adapter.
 """
-from hw.sxp.regs import (ADDR_KEY, ADDR_KEY_COMMIT, ADDR_KPHYSMAP, ADDR_KSEL_BASE,
-                         ADDR_KSEL_LIMIT, ADDR_KXBCTXMAP, KEY_WORDS)
+from hw.sxp.regs import (
+    ADDR_KEY,
+    ADDR_KEY_COMMIT,
+    ADDR_KPHYSMAP,
+    ADDR_KSEL_BASE,
+    ADDR_KSEL_LIMIT,
+    ADDR_KXBCTXMAP,
+    KEY_WORDS,
+)
 from sw.ccu.sxp_port import KEY_SIZE, PHYS_CONTEXTS, REGISTER_ENTRIES, SxpRegister
 
 __all__ = ["SxpCsrDriver", "ModelBus", "QueuedBus", "register_address", "key_writes"]

@@ -1,6 +1,6 @@
 """Frame helpers shared by the model tests, the cocotb regression and the benchmark.
 
-A frame (DESIGN.md § sxp) is 128·n bytes, at most 1 KiB: the IV block (12-byte nonce ‖
+A frame (docs/sxp.md) is 128·n bytes, at most 1 KiB: the IV block (12-byte nonce ‖
 ``00 00 00 01``), the data blocks, and the 16-byte tag slot. Blocks are ints in bus lane
 order (``int.from_bytes(b, "little")``).
 

@@ -31,26 +31,20 @@ from dataclasses import dataclass, field
 
 from hw.csr import Access
 from hw.gcm.layout import check_contexts
-from hw.sxp.packet import BEAT_BYTES, MAX_FRAME_BYTES, MAX_PAYLOAD_BYTES, Header, Kind
-from hw.sxp.regs import (ADDR_KEY, ADDR_KEY_COMMIT, KEY_WORDS, REGIONS, XBCTX_ENTRIES, Cause,
-                         register_map)
+from hw.sxp.packet import BEAT_BYTES, MAX_FRAME_BYTES, MAX_PAYLOAD_BYTES, Kind
+from hw.sxp.regs import ADDR_KEY, ADDR_KEY_COMMIT, KEY_WORDS, REGIONS, XBCTX_ENTRIES, Cause, register_map
+from sw.common import packet
 from sw.gcm.model import GcmCoreModel, Op
 
 __all__ = ["Packet", "SxpModel", "ModelError", "Exc", "HEADER_FIELDS", "header"]
 
-HEADER_FIELDS = [name for name, _ in Header]
+HEADER_FIELDS = list(packet.HEADER_FIELDS)
 
 
 def header(**fields):
-    """A full header dict (missing fields zero)."""
-    unknown = set(fields) - set(HEADER_FIELDS)
-    if unknown:
-        raise KeyError(f"no header field {unknown}")
-    h = {name: 0 for name in HEADER_FIELDS}
-    h["kind"] = Kind.WRITE_REQ
-    h.update(fields)
-    h["kind"] = Kind(h["kind"])
-    return h
+    """A full header dict (missing fields zero, ``kind`` a :class:`Kind` member):
+    :func:`sw.common.packet.header`, range-checked like it."""
+    return packet.header(kind_enum=True, **fields)
 
 
 @dataclass

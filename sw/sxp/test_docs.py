@@ -1,4 +1,4 @@
-"""docs/registers.md is exactly what ``python -m hw.sxp.gen_docs --write`` generates."""
+"""docs/registers.md is exactly what ``python -m scripts.gen_docs`` generates."""
 import json
 
 from hw.sxp.regs import DOC, Cause, doc_text, register_map
@@ -6,7 +6,7 @@ from hw.sxp.regs import DOC, Cause, doc_text, register_map
 
 def test_registers_md_is_generated():
     assert DOC.read_text() == doc_text(), \
-        "docs/registers.md differs from the code: run `python -m hw.sxp.gen_docs --write`"
+        "docs/registers.md differs from the code: run `python -m scripts.gen_docs`"
 
 
 def test_json_describes_the_same_map():

@@ -7,13 +7,24 @@ import pytest
 from cryptography.exceptions import InvalidTag
 
 from hw.sxp.packet import Kind
-from hw.sxp.regs import ADDR_KEY, ADDR_KSEL_BASE, ADDR_KSEL_LIMIT, ADDR_KPHYSMAP, Cause, KEY_WORDS
+from hw.sxp.regs import ADDR_KEY, ADDR_KPHYSMAP, ADDR_KSEL_BASE, ADDR_KSEL_LIMIT, KEY_WORDS, Cause
 from sw.ccu.sxp_port import SxpKeyPort
 from sw.sxp.config import program, random_config
 from sw.sxp.driver import ModelBus, SxpCsrDriver
-from sw.sxp.frames import (FRAME_SIZES, FRAMING_CASES, IV_BEAT, beats_of, blocks_of,
-                           blocks_of_beats, bytes_of, framing_case, open_frame, sealed_frame,
-                           split_sizes, write_frame)
+from sw.sxp.frames import (
+    FRAME_SIZES,
+    FRAMING_CASES,
+    IV_BEAT,
+    beats_of,
+    blocks_of,
+    blocks_of_beats,
+    bytes_of,
+    framing_case,
+    open_frame,
+    sealed_frame,
+    split_sizes,
+    write_frame,
+)
 from sw.sxp.model import ModelError, SxpModel
 
 KEY = bytes(range(32))

@@ -3,7 +3,6 @@
 Expected values come from OpenSSL (AES-256-ECB) and the NIST CAVP files, never from the
 RTL or from our own golden model, which is checked separately (sw/aes/test_model.py).
 """
-import os
 import random
 
 import cocotb

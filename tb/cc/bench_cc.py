@@ -41,7 +41,6 @@ async def dma_throughput(dut):
     from sw.cc.host import HostChannel, blocks
     from sw.cc.model import Desc
     from tb.common.bench import record
-
     from tb.common.payload import pack
 
     from .dma_tb import BOUNCE, DESC, FRAME_BLOCKS, PROT, DmaTB, Timeline
@@ -162,12 +161,11 @@ async def cc_overhead(dut):
     addresses wrap over the protected region (192 blocks at the default 4 KiB memory) and
     bounce addresses over the bounce window: only timing is measured (the regression
     checks the data). Figures: B/cycle of each mode and the ratio CC on / CC off."""
+    from hw.cc.layout import Mode
     from sw.cc.host import HostChannel, blocks
     from sw.cc.model import Desc
     from tb.common.bench import record
     from tb.common.payload import pack
-
-    from hw.cc.layout import Mode
 
     from .dma_tb import DESC, FRAME_BLOCKS, Timeline
     from .gpu_tb import GpuTB

@@ -10,14 +10,27 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from hw.cc import CCDma
 from hw.cc.layout import CTR_LIMIT, Dir, Status
-from sw.cc.host import FrameError, HostChannel, blocks, iv_block, join_blocks
+from sw.cc.host import FrameError, HostChannel, blocks, iv_block
 from sw.cc.model import Desc
-from tb.common.scrub import (Refusals, Scanner, bytes_secret, gcm_frame_secrets,
-                             gcm_key_secrets)
+from tb.common.scrub import (
+    Refusals,
+    Scanner,
+    bytes_secret,
+    gcm_frame_secrets,
+    gcm_key_secrets,
+)
 from tb.common.stream import random_pause
 
-from .dma_tb import (BOUNCE, CHANNELS, FRAME_BLOCKS, PARAMS, PROT, DmaTB, Timeline,
-                     read_frame)
+from .dma_tb import (
+    BOUNCE,
+    CHANNELS,
+    FRAME_BLOCKS,
+    PARAMS,
+    PROT,
+    DmaTB,
+    Timeline,
+    read_frame,
+)
 
 # cycles desc and key are refused after reset while the staging buffer is scrubbed: the RTL's own
 SCRUB = CCDma(**PARAMS).scrub_cycles
@@ -104,7 +117,7 @@ async def random_regression(dut, idle, stall):
     chans = await setup(tb, keyless)
     prot, bounce = Alloc(PROT), Alloc(BOUNCE)
     tag = 0
-    for batch in range(4 if (idle or stall) else 6):
+    for _batch in range(4 if (idle or stall) else 6):
         outs = []
         for _ in range(12):
             tag = (tag + 1) & 0xFF
@@ -233,7 +246,7 @@ async def iv_exhaustion_and_rekey(dut):
     prot, bounce = Alloc(PROT), Alloc(BOUNCE)
     for tag in (1, 2, 3):
         d, pt = outbound(tb, prot, bounce, 0, 4, tag)
-        reads, writes = tb.reads, len(tb.writes)
+        writes = len(tb.writes)
         tb.submit(d)
         await tb.drain()
         st = tb.statuses[-1][1]

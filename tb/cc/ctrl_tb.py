@@ -1,13 +1,11 @@
-"""Testbench plumbing of ``cc_ctrl``: CSR bus drivers, the flr/mode_nv pins, the memory
-streams, and a per-cycle scoreboard against :class:`sw.cc.model.CCCtrlModel`.
+"""Testbench plumbing of ``cc_ctrl``: the CSR buses (:class:`tb.common.csr.CsrBus`), the
+flr/mode_nv pins, the memory streams, and a per-cycle scoreboard against
+:class:`sw.cc.model.CCCtrlModel`.
 
 Every cycle the monitor (in the ReadOnly phase) first compares the block's outputs
 (``mode``, ``mode_store``, ``ready``, ``fault``, ``key``, read data of last cycle's reads,
 memory responses) with the model, then feeds the model what the ports carry in this cycle.
 """
-import ast
-import os
-import random
 from collections import deque
 
 import cocotb
@@ -16,11 +14,13 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from hw.cc.layout import Mode, mem_req_layout, mem_resp_layout
 from hw.cc.regs import register_map
 from sw.cc.model import Bus, CCCtrlModel
+from tb.common.csr import CsrBus
 from tb.common.payload import pack, unpack
-from tb.common.stream import StreamSink, StreamSource, never, random_pause
+from tb.common.sim import params
+from tb.common.stream import StreamSink, StreamSource, random_pause
 from tb.common.tb import TB
 
-PARAMS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}"))
+PARAMS = params()
 DEPTH = PARAMS.get("depth", 256)
 PROTECTED = PARAMS.get("protected", DEPTH * 3 // 4)
 ADDR_BITS = (DEPTH - 1).bit_length()
@@ -28,73 +28,16 @@ REQ, RESP = mem_req_layout(ADDR_BITS), mem_resp_layout
 REG = {r.name: r.addr for r in register_map()}
 
 
-class CsrOp:
-    def __init__(self, write, addr, data=0):
-        self.write, self.addr, self.data = write, addr, data
-        self.result = None
-        self.done = False
-
-
-class CsrPort:
-    """Drives one CSR bus (``<name>__addr/r_stb/w_stb/w_data``) from a queue of ops, one
-    op per cycle at most, with optional random idle cycles."""
-
-    def __init__(self, dut, name, clk):
-        self.dut, self.name, self.clk = dut, name, clk
-        self.addr = getattr(dut, f"{name}__addr")
-        self.r_stb = getattr(dut, f"{name}__r_stb")
-        self.w_stb = getattr(dut, f"{name}__w_stb")
-        self.w_data = getattr(dut, f"{name}__w_data")
-        self.r_data = getattr(dut, f"{name}__r_data")
-        self.queue = deque()
-        self.current = None
-        self.pause = never()
-        for s in (self.addr, self.r_stb, self.w_stb, self.w_data):
-            s.value = 0
-        cocotb.start_soon(self._run())
-
-    async def _run(self):
-        while True:
-            await RisingEdge(self.clk)
-            self.current = None
-            if self.queue and not next(self.pause):
-                op = self.current = self.queue.popleft()
-                self.addr.value = op.addr
-                self.w_data.value = op.data if op.write else 0
-                self.r_stb.value = int(not op.write)
-                self.w_stb.value = int(op.write)
-            else:
-                self.r_stb.value = self.w_stb.value = 0
-                self.w_data.value = 0          # no secret lingers on the lines
-
-    def submit(self, write, addr, data=0):
-        op = CsrOp(write, addr, data)
-        self.queue.append(op)
-        return op
-
-    async def wait(self, op):
-        while not op.done:
-            await RisingEdge(self.clk)
-        await RisingEdge(self.clk)             # the write has landed; pins show it
-        return op.result
-
-    async def read(self, addr):
-        return await self.wait(self.submit(False, addr))
-
-    async def write(self, addr, data):
-        await self.wait(self.submit(True, addr, data))
-
-
 class CtrlTB(TB):
     def __init__(self, dut, idle=0.0, stall=0.0):
         super().__init__(dut)
-        self.host = CsrPort(dut, "host", self.clk)
-        self.fw = CsrPort(dut, "fw", self.clk)
+        self.host = CsrBus(dut, "host", self.clk)
+        self.fw = CsrBus(dut, "fw", self.clk)
         self.src = StreamSource(dut, "mem_req", self.clk)
         self.sink = StreamSink(dut, "mem_resp", self.clk)
         if idle:
             for p in (self.host, self.fw):
-                p.pause = random_pause(idle)
+                p.set_pause(random_pause(idle))
             self.src.set_pause(random_pause(idle))
         if stall:
             self.sink.set_pause(random_pause(stall))
@@ -105,7 +48,7 @@ class CtrlTB(TB):
         self.expect_resp = deque()
         self.responses = []            # (request, RTL response dict) in order
         self.req_log = deque()
-        self.pending_reads = []        # (port, op, model value) checked next cycle
+        self.pending_reads = []        # (port, addr, model value) checked next cycle
         self.errors = []
         self.cycle = 0
         self.eeprom = Mode.OFF         # the board's EEPROM bit
@@ -162,12 +105,13 @@ class CtrlTB(TB):
             "; ".join(self.errors[:3])
 
     # ------------------------------------------------------------------ scoreboard
-    def _bus(self, port):
-        op = port.current
-        if op is None:
-            return None, Bus()
-        return op, Bus(int(port.r_stb.value), int(port.w_stb.value), int(port.addr.value),
-                       int(port.w_data.value))
+    @staticmethod
+    def _bus(port):
+        """What *port* carries this cycle (the pins, sampled in ReadOnly)."""
+        r_stb, w_stb = int(port.r_stb.value), int(port.w_stb.value)
+        if not (r_stb or w_stb):
+            return Bus()
+        return Bus(r_stb, w_stb, int(port.addr.value), int(port.w_data.value))
 
     async def _monitor(self):
         dut, m = self.dut, self.model
@@ -175,21 +119,15 @@ class CtrlTB(TB):
             await RisingEdge(self.clk)
             await ReadOnly()
             self.cycle += 1
-            for port, op, want in self.pending_reads:
+            for port, addr, want in self.pending_reads:
                 got = int(port.r_data.value)
-                op.result = got
                 if got != want:
-                    self.errors.append(f"cycle {self.cycle}: {port.name} read {op.addr:#04x} = "
+                    self.errors.append(f"cycle {self.cycle}: {port.name} read {addr:#04x} = "
                                        f"{got:#x}, model {want:#x}")
-            for port, op, _ in self.pending_reads:
-                op.done = True
             self.pending_reads = []
             if int(dut.rst.value):
                 m.power_on(int(dut.mode_nv.value))
                 self.expect_resp.clear()
-                for p in (self.host, self.fw):
-                    if p.current:
-                        p.current.done = True
                 continue
             outs = {"mode": (int(dut.mode.value), m.active.value),
                     "mode_store": (int(dut.mode_store.value), m.store.value),
@@ -200,8 +138,7 @@ class CtrlTB(TB):
                 if got != want:
                     self.errors.append(f"cycle {self.cycle}: {name} = {got:#x}, model {want:#x}")
             flr = int(dut.flr.value)
-            hop, hbus = self._bus(self.host)
-            fop, fbus = self._bus(self.fw)
+            hbus, fbus = self._bus(self.host), self._bus(self.fw)
             req = None
             if int(dut.mem_req__valid.value) and int(dut.mem_req__ready.value):
                 p = unpack(REQ, dut.mem_req__payload.value)
@@ -228,11 +165,8 @@ class CtrlTB(TB):
                 self.expect_resp.append((req, out["resp"]))
             if flr and self.expect_resp:
                 self.expect_resp.clear()       # an flr drops the response in flight
-            for port, op, key in ((self.host, hop, "host"), (self.fw, fop, "fw")):
-                if op is not None:
-                    if op.write:
-                        op.done = True
-                    else:
-                        self.pending_reads.append((port, op, out[key]))
+            for port, bus, key in ((self.host, hbus, "host"), (self.fw, fbus, "fw")):
+                if bus.r_stb:
+                    self.pending_reads.append((port, bus.addr, out[key]))
             if int(dut.mode_store.value) != self.eeprom.value:
                 self.eeprom = Mode(int(dut.mode_store.value))   # the board writes it back

@@ -3,22 +3,27 @@
 stream; descriptors and keys in; statuses checked in order against
 :class:`sw.cc.model.CCDmaModel`, which runs on its own copy of the memory (compared at the
 end of every batch)."""
-import ast
-import os
 import random
 from collections import deque
 
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from hw.cc.layout import (Dir, Status, desc_layout, dma_key_layout, rd_req_layout,
-                          rd_resp_layout, status_layout, wr_layout)
-from sw.cc.model import CCDmaModel, Desc
+from hw.cc.layout import (
+    desc_layout,
+    dma_key_layout,
+    rd_req_layout,
+    rd_resp_layout,
+    status_layout,
+    wr_layout,
+)
+from sw.cc.model import CCDmaModel
 from tb.common.payload import pack, unpack
+from tb.common.sim import params
 from tb.common.stream import StreamSink, StreamSource, random_pause
 from tb.common.tb import TB
 
-PARAMS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}"))
+PARAMS = params()
 CHANNELS = PARAMS.get("channels", 4)
 FRAME_BLOCKS = PARAMS.get("frame_blocks", 64)
 ADDR_BITS = PARAMS.get("addr_bits", 32)

@@ -4,8 +4,8 @@
   :class:`sw.cc.model.CCDmaModel`, host memory behind ``rd_req``/``rd_resp``/``wr`` with
   random latency, idle cycles and back-pressure), with ``gpu_cc``'s regions: protected
   memory = ``cc_ctrl``'s ``[0, protected)``, the bounce buffer in host memory;
-- the CSR buses are :class:`tb.cc.ctrl_tb.CsrPort` (``host``, ``fw``), completed here (no
-  ``cc_ctrl`` model: the DMA writes device memory behind its back);
+- the CSR buses ``host`` and ``fw`` are :class:`tb.common.csr.CsrBus` (no ``cc_ctrl`` model
+  checks them: the DMA writes device memory behind its back);
 - keys go in through the firmware port only (:meth:`GpuTB.install`);
 - device memory is ``cc_ctrl``'s memory, loaded and read through its simulator handle
   (``ctrl.mem``), as ``DmaTB`` loads its dict; the external device-memory port
@@ -13,15 +13,15 @@
 - CC off runs :class:`gpu_cc`'s plain copy engine: the expected status and memory effect
   come from :func:`plain_copy`, a reference written here from the contract (docs/cc.md).
 """
-import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from hw.cc.gpu import DMA_KEY_CTRL, DMA_KEY_IV, DMA_KEY_STATUS
 from hw.cc.layout import Dir, Mode, Status, mem_req_layout, mem_resp_layout
+from tb.common.csr import CsrBus
 from tb.common.payload import pack, unpack
 from tb.common.stream import StreamSink, StreamSource
 
-from .ctrl_tb import REG, CsrPort
+from .ctrl_tb import REG
 from .dma_tb import ADDR_BITS, DESC, PARAMS, DmaTB
 
 DEPTH = PARAMS.get("depth", 256)
@@ -54,32 +54,13 @@ class GpuTB(DmaTB):
 
     def __init__(self, dut, idle=0.0, stall=0.0, latency=(1, 6)):
         super().__init__(dut, idle, stall, latency)
-        self.host = CsrPort(dut, "host", self.clk)
-        self.fw = CsrPort(dut, "fw", self.clk)
+        self.host = CsrBus(dut, "host", self.clk)
+        self.fw = CsrBus(dut, "fw", self.clk)
         self.ext_src = StreamSource(dut, "mem_req", self.clk)
         self.ext_sink = StreamSink(dut, "mem_resp", self.clk)
         dut.flr.value = 0
         dut.mode_nv.value = 0
         self.off = True             # the active mode is CC off (the plain copy engine)
-        cocotb.start_soon(self._csr_monitor())
-
-    # ------------------------------------------------------------------ CSR completion
-    async def _csr_monitor(self):
-        reads = []
-        while True:
-            await RisingEdge(self.clk)
-            await ReadOnly()
-            for port, op in reads:          # r_data holds the value from the cycle after
-                op.result = int(port.r_data.value)
-                op.done = True
-            reads = []
-            for port in (self.host, self.fw):
-                op = port.current
-                if op is not None:
-                    if op.write:
-                        op.done = True
-                    else:
-                        reads.append((port, op))
 
     # ------------------------------------------------------------------ reset, mode
     def _forget(self, stale=False):

@@ -5,8 +5,17 @@ and the CCU unwrapping one key package. Median of RUNS runs, in milliseconds. Ru
 import statistics
 import time
 
-from sw.ccu.testing import (MODEL, ManufacturerCA, certificates, firmware, make_device,
-                            make_identities, make_manifest, make_parties, make_party_keys)
+from sw.ccu.testing import (
+    MODEL,
+    ManufacturerCA,
+    certificates,
+    firmware,
+    make_device,
+    make_identities,
+    make_manifest,
+    make_parties,
+    make_party_keys,
+)
 
 __all__ = ["bench"]
 

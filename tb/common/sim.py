@@ -12,6 +12,7 @@ compiled in (``sim_build/verilator/<design><params>-waves/``; the regression's b
 tracing out, which halves their C++ compile time); ``TESTCASE`` runs only the
 named cocotb test(s) (comma separated).
 """
+import ast
 import hashlib
 import json
 import os
@@ -25,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts.verilog import ROOT, generate, locked, param_suffix, verilog_body
+
 from .toolchain import setup_verilator, wave_format
 
-__all__ = ["run", "CaseResult", "RESULTS", "SIM_BUILD", "CLOCK_PERIOD_NS", "CASES_DIR"]
+__all__ = ["run", "params", "CaseResult", "RESULTS", "SIM_BUILD", "CLOCK_PERIOD_NS", "CASES_DIR"]
 
 SIM_BUILD = ROOT / "sim_build"
 CLOCK_PERIOD_NS = 10  # every testbench clocks at 100 MHz, so simulated cycles = sim ns / 10
@@ -122,13 +124,38 @@ def _parse_results(xml_path, prefix):
     return cases
 
 
+def params(design=None):
+    """The parameters of the design under test, for a cocotb module: those of the
+    registered design (:data:`hw.designs.DESIGNS`, e.g. ``lanes=4`` of ``sxp_x4``) updated
+    with the ones its pytest entry built it with (``SIM_PARAMS``, set by :func:`run`).
+    *design* defaults to the simulation's toplevel; outside a simulation the result holds
+    ``SIM_PARAMS`` only (usually empty)."""
+    from hw.designs import DESIGNS
+
+    design = design or os.environ.get("COCOTB_TOPLEVEL")
+    base = dict(DESIGNS[design].params) if design in DESIGNS else {}
+    return {**base, **ast.literal_eval(os.environ.get("SIM_PARAMS") or "{}")}
+
+
 def _defines_any(test_module, testcase):
     """Whether the cocotb module *test_module* defines a test named by *testcase* (a name
     or a comma-separated list), so that ``TESTCASE=`` runs only the designs that have it
     instead of building every design to run nothing."""
     source = (ROOT / Path(*test_module.split("."))).with_suffix(".py").read_text()
-    names = [t.strip() for t in str(testcase).split(",") if t.strip()]
-    return any(re.search(rf"^async def {re.escape(n)}\(", source, re.M) for n in names)
+    bases = [n.split("/")[0] for n in _testcase_names(testcase)]
+    return any(re.search(rf"^async def {re.escape(n)}\(", source, re.M) for n in bases)
+
+
+def _testcase_names(testcase):
+    return [t.strip() for t in str(testcase).split(",") if t.strip()]
+
+
+def _test_filter(testcase):
+    """cocotb's test filter for *testcase*: each name selects that test and, for a test
+    swept with ``cocotb.parametrize``, every variant of it (``name/idle=…/stall=…``); a
+    full variant name selects that variant only."""
+    names = "|".join(re.escape(n) for n in _testcase_names(testcase))
+    return rf"\.({names})(/.*)?$"
 
 
 def run(design, test_module, params=None, testcase=None, extra_env=None):
@@ -165,7 +192,8 @@ def run(design, test_module, params=None, testcase=None, extra_env=None):
     log_file = test_dir / "sim.log"
     try:
         runner.test(test_module=test_module, hdl_toplevel=design, hdl_toplevel_lang="verilog",
-                    build_dir=build_dir, test_dir=test_dir, seed=seed, testcase=testcase,
+                    build_dir=build_dir, test_dir=test_dir, seed=seed,
+                    test_filter=_test_filter(testcase) if testcase else None,
                     test_args=test_args, extra_env=env, results_xml=str(results_xml),
                     log_file=log_file, waves=False)
     except SystemExit:

@@ -8,7 +8,7 @@ from collections import deque
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from hw.gcm.layout import Op, input_layout, key_layout, output_layout
+from hw.gcm.layout import input_layout, key_layout, output_layout
 from sw.gcm.model import GcmCoreModel, frame_beats
 from tb.common.bench import record
 from tb.common.payload import pack, unpack
@@ -60,17 +60,25 @@ async def measure(dut, contexts, label):
     expected = [model.step(b, c, op, d) for c, op, b, d in ops]
     for c, op, b, d in ops:
         i_src.send(pack(input_layout(LANES), block=b, ctx=c, op=op, decrypt=d))
+    # Sampling starts in this cycle: the source may drive the first beat in this very
+    # time step, and a loop that first waits for the next edge counts its transfer one
+    # cycle late (it measured 16 cycles of latency, against GcmCore.latency = 17, which
+    # tb/gcm/test_gcm.py's fixed_latency checks). latency = cycle of the first `o`
+    # transfer − cycle of the first `i` transfer.
     cycle, first_in, first_out, last_out = 0, None, None, None
     wall = time.monotonic()
-    while sink.received < len(ops):
-        await RisingEdge(tb.clk)
-        await ReadOnly()
-        cycle += 1
+    await ReadOnly()
+    while True:
         if first_in is None and int(dut.i__valid.value) and int(dut.i__ready.value):
             first_in = cycle
         if int(dut.o__valid.value) and int(dut.o__ready.value):
-            first_out = first_out or cycle
+            first_out = first_out if first_out is not None else cycle
             last_out = cycle
+        if sink.received >= len(ops):
+            break
+        await RisingEdge(tb.clk)
+        await ReadOnly()
+        cycle += 1
     wall = time.monotonic() - wall
     bad = sum((got["block"], got["tag_ok"], got["err"]) != expected[n]
               for n, got in enumerate(unpack(output_layout(LANES), raw) for raw in sink.queue))

@@ -8,7 +8,6 @@ core accepts them, and each ``o`` transfer must equal the model's answer for the
 unanswered beat. Frame-level checks (ciphertext and tag decrypt in OpenSSL, OpenSSL's frames
 decrypt with ``tag_ok``, CAVP answers) do not depend on the model at all.
 """
-import ast
 import os
 import random
 from collections import deque
@@ -18,27 +17,21 @@ import pytest
 from cocotb.triggers import ReadOnly, RisingEdge
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from hw.designs import DESIGNS
 from hw.gcm import GcmCore
 from hw.gcm.layout import Op, input_layout, key_layout, output_layout
 from sw.gcm.model import GcmCoreModel, frame_beats, j0_block, split_beat
 from sw.gcm.vectors import blocks_of, cavp_cases, le
 from tb.common.payload import pack, unpack
 from tb.common.scrub import Refusals, Scanner, gcm_frame_secrets, gcm_key_secrets
+from tb.common.sim import params
 from tb.common.stream import StreamSink, StreamSource, interleave, never, random_pause
 from tb.common.tb import TB
 
-
-def _design_params():
-    top = os.environ.get("COCOTB_TOPLEVEL", "gcm_core")
-    params = dict(DESIGNS[top].params) if top in DESIGNS else {}
-    return {**params, **ast.literal_eval(os.environ.get("SIM_PARAMS") or "{}")}
-
-
 CONTEXTS = 16
-LANES = _design_params().get("lanes", 1)
+LANES = params(os.environ.get("COCOTB_TOPLEVEL", "gcm_core")).get("lanes", 1)
 MAX_FRAME_BLOCKS = 64          # IV + data + tag: 1 KiB
 FLUSH = GcmCore(CONTEXTS, LANES).flush_cycles   # input refused after reset (the RTL's own)
+LATENCY = GcmCore(CONTEXTS, LANES).latency
 KEY_LAYOUT, IN_LAYOUT, OUT_LAYOUT = key_layout(), input_layout(LANES), output_layout(LANES)
 
 
@@ -298,6 +291,40 @@ async def nop_passes_through(dut):
         assert (g["block"], g["ctx"], g["op"], g["err"], g["tag_ok"]) == (beat, ctx, Op.NOP, 0, 0), \
             f"{lab}: {fmt(g)}"
     check_openssl(tb, frames)
+
+
+@cocotb.test()
+async def fixed_latency(dut):
+    """With ``o`` always ready, every beat leaves exactly ``GcmCore.latency`` cycles after
+    it entered (the cycle of its ``i`` transfer to the cycle of its ``o`` transfer), one per
+    cycle, in order: IV, DATA and MAC beats of keyed contexts and NOPs alike (a functional
+    property the docs state, not a timing benchmark)."""
+    tb = GcmTB(dut)
+    await tb.reset()
+    await _keyed(tb, range(4))
+    entered, left, cycle = [], [], 0
+
+    async def watch():
+        nonlocal cycle
+        while True:
+            await RisingEdge(tb.clk)
+            await ReadOnly()
+            cycle += 1
+            if int(dut.i__valid.value) and int(dut.i__ready.value):
+                entered.append(cycle)
+            if int(dut.o__valid.value) and int(dut.o__ready.value):
+                left.append(cycle)
+
+    watcher = cocotb.start_soon(watch())
+    await RisingEdge(tb.clk)    # the watcher waits on the next edge before anything is sent
+    lists, frames = random_traffic(frames_per_ctx=2, max_blocks=4 * LANES + 2, rekey=0)
+    ops = [it for lst in lists[:4] for it in lst if it[0] == "op"] + nop_items(16)
+    await tb.run(ops)
+    watcher.cancel()
+    assert len(entered) == len(left) == len(ops), (len(entered), len(left), len(ops))
+    latencies = sorted({b - a for a, b in zip(entered, left)})
+    assert latencies == [LATENCY], f"latencies {latencies} differ from GcmCore.latency = {LATENCY}"
+    assert entered == list(range(entered[0], entered[0] + len(ops))), "i did not take one beat per cycle"
 
 
 @cocotb.test()

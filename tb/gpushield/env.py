@@ -7,8 +7,6 @@ streams), and scoreboards every response against the golden model
 every RBT fetch, the ``exc`` pulses, and on :meth:`BcuTB.check_state` the violation log and
 the hit/miss counters. Expected values always come from the model.
 """
-import ast
-import os
 import random
 from collections import deque
 
@@ -19,12 +17,13 @@ from hw.gpushield.layout import MEM_REQ, RESP, Cause
 from sw.gpushield.driver import Driver, SparseMemory
 from sw.gpushield.model import BCUModel, unpack_fields
 from sw.gpushield.traces import kernel, to_request
+from tb.common.sim import params
 from tb.common.stream import StreamSink, StreamSource, never, random_pause
 from tb.common.tb import TB
 
 __all__ = ["BcuTB", "LANES"]
 
-LANES = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}")).get("lanes", 32)
+LANES = params().get("lanes", 32)
 
 
 class BcuTB(TB):

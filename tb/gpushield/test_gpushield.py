@@ -11,8 +11,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from hw.gpushield.core import BCU, L1_INTERVAL, L2_INTERVAL, MISS_INTERVAL, pipeline_depth
 from hw.gpushield.layout import Cause
-from sw.gpushield.model import (WarpRequest, decrypt_id, pointer, pointer_addr, pointer_eid,
-                                t1_pointer, with_addr)
+from sw.gpushield.model import WarpRequest, decrypt_id, pointer, pointer_addr, pointer_eid, t1_pointer, with_addr
 from sw.gpushield.traces import KERNELS, VIOLATIONS, kernel, to_request, violations
 from tb.common.scrub import Refusals, Scanner, bytes_secret
 from tb.gpushield.env import LANES, BcuTB
@@ -189,7 +188,7 @@ async def mixed_id_warps(dut):
     launch = drv.launch()
     await tb.launch(launch)
     bad = 0
-    for n in range(400):
+    for _ in range(400):
         ids = random.choice([1, 2, 3, 5, 8, 32])
         pick = random.sample(names, min(ids, len(names)))
         size_log2 = random.randrange(4)
@@ -233,7 +232,7 @@ async def random_fuzz(dut):
             base_buf = random.choice(bufs)
             base = launch.ptr(base_buf.name)
             addrs = []
-            for k in range(LANES):
+            for _k in range(LANES):
                 b = base_buf if random.random() < 0.7 else random.choice(bufs)
                 p = launch.ptr(b.name, random.randrange(-16, b.size + 16))
                 roll = random.random()
@@ -278,7 +277,7 @@ async def latency_and_throughput(dut):
     # stream: warm-up misses then 600 hits back to back
     tb.submit_ops(ops[:600], launch)
     # L2 hits: cycle through 6 buffers (> 4 L1 ways) after warming L2
-    for rnd in range(4):
+    for _rnd in range(4):
         for n in names:
             tb.submit(WarpRequest(launch.ptr(n), [launch.ptr(n, 4 * j) for j in range(LANES)], FULL))
     # multi-id warps
@@ -301,7 +300,7 @@ async def latency_and_throughput(dut):
     turn, depth = tb.mem_turnaround[0], pipeline_depth(LANES)
     latencies = []
     prev_answer = None
-    for n, (present, answer) in enumerate(zip(tb.present, tb.answered)):
+    for present, answer in zip(tb.present, tb.answered):
         # the request reaches the engine `depth` cycles after it is presented (minus the
         # checker's), or as the previous one leaves: its answer follows by its engine cycles
         begin = present + depth if prev_answer is None else max(present + depth, prev_answer)

@@ -4,8 +4,8 @@ from cocotb.task import resume
 
 from sw.ccu.sxp_port import ExceptionCause, ExceptionSource
 from sw.itx.csr import status_fields
+from tb.common.csr import CsrBus
 from tb.system.ccu_port import RtlCcuPort
-from tb.system.env import CsrBus
 
 __all__ = ["ItxCcuPort"]
 
@@ -19,9 +19,9 @@ class ItxCcuPort(RtlCcuPort):
     def __init__(self, tb, icu_regmap):
         super().__init__(tb)
         self.icu_regmap = icu_regmap
-        self.icu = CsrBus(tb.dut, "icu", tb.clk, icu_regmap)
+        self.icu = CsrBus(tb.dut, "icu", tb.clk)
         self._icu_read = resume(self.icu.read)
-        self._icu_write = resume(self.icu.write_now)
+        self._icu_write = resume(self.icu.write)
         self._tb_hold = tb.hold
 
     def _icu_fields(self, name):

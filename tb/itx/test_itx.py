@@ -15,8 +15,6 @@
 - ``itx_lost_completion_reaches_ccu``: the host never answers one read → it times out →
   ``exc`` → the CCU reads COMPLETION_TIMEOUT with that read's tag.
 """
-import ast
-import os
 import random
 
 import cocotb
@@ -33,12 +31,13 @@ from sw.itx.host import HostMemory
 from sw.itx.testing import CcuJob, Scenario
 from sw.itx.tile import Cause, SecurityException
 from sw.pcie.beats import Beat, encode, header
+from tb.common.sim import params
 from tb.itx.ccu_port import ItxCcuPort
 from tb.system.ccu_port import run_ccu
 from tb.system.env import SystemTB, lanes_of
 from tb.system.test_system import assert_no_key_left, boot, ccu_launched, start_main
 
-PARAMS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}"))
+PARAMS = params()
 CONTEXTS = PARAMS.get("contexts", 16)
 TILES = (0, 1, 2, 3)                 # the device's tile memory serves tiles 0..3
 VICTIM, FRAME = 2, 1

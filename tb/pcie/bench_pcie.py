@@ -7,9 +7,7 @@ levels of the default table come from ``scripts/synth.py``; for other parameter 
 ``python -m tb.pcie.bench_pcie --area 64 32:4`` (ENTRIES or ENTRIES:LANES; Yosys, minutes;
 cached like synth.py).
 """
-import ast
 import heapq
-import os
 import random
 import time
 from collections import deque
@@ -21,10 +19,11 @@ from hw.pcie.layout import check_params
 from hw.sxp.packet import Kind
 from sw.pcie import Beat, completion_packets, decode, encode, header, random_split
 from tb.common.bench import record
+from tb.common.sim import params
 from tb.common.stream import StreamSink, StreamSource
 from tb.common.tb import TB
 
-PARAMS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}"))
+PARAMS = params()
 P = check_params(**PARAMS)
 G = P.granule            # one beat: the smallest read
 LANES4 = {"entries": 32, "lanes": 4, "rcb": 128}
@@ -164,11 +163,11 @@ def bench():
     from tb.common.bench import run_bench
 
     results = {}
-    for label, params in (("pcie_rdtable", {}), ("pcie_rdtable_x4", LANES4)):
-        figures = run_bench("pcie_rdtable", "tb.pcie.bench_pcie", "throughput", params=params)
+    for label, build in (("pcie_rdtable", {}), ("pcie_rdtable_x4", LANES4)):
+        figures = run_bench("pcie_rdtable", "tb.pcie.bench_pcie", "throughput", params=build)
         figures.update({k: v for k, v in run_bench("pcie_rdtable", "tb.pcie.bench_pcie", "latency",
-                                                   params=params).items() if k != "wall_seconds"})
-        results[label] = {"params": params, **figures}
+                                                   params=build).items() if k != "wall_seconds"})
+        results[label] = {"params": build, **figures}
     return results
 
 

@@ -19,8 +19,6 @@ with random latency, and can inject replays, garbage and framing faults.
 The regression runs at ``lanes`` = 1 (16 and 256 entries) and ``lanes`` = 4 (32 entries, the
 SXP system's table): beats of 16 · lanes bytes, reads and completions in whole beats.
 """
-import ast
-import os
 import random
 from collections import deque
 
@@ -31,14 +29,25 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from hw.pcie import PcieReadTable
 from hw.pcie.layout import Cause, check_params, dynamic_layout
 from hw.sxp.packet import Kind
-from sw.pcie import (Beat, CheckRegister, ModelError, RdTableModel, completion_packets, decode,
-                     encode, header, random_split, timeout_bounds)
+from sw.pcie import (
+    Beat,
+    CheckRegister,
+    ModelError,
+    RdTableModel,
+    completion_packets,
+    decode,
+    encode,
+    header,
+    random_split,
+    timeout_bounds,
+)
 from tb.common.payload import pack
 from tb.common.scrub import Refusals, Scanner, bytes_secret, int_secret
+from tb.common.sim import params
 from tb.common.stream import StreamSink, StreamSource, never, random_pause
 from tb.common.tb import TB
 
-PARAMS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}"))
+PARAMS = params()
 P = check_params(**PARAMS)
 G = P.granule          # bytes of a beat: reads and legal completions are whole beats
 STATUS = ("err_count", "err_tag", "err_cause", "timeout_count", "timeout_tag", "outstanding")

@@ -7,7 +7,7 @@ from the direction's first to its last output transfer (steady state; the pipeli
 is the latency figure), at full speed on every port, 24 frames per run in packets of 256
 bytes; ``*_plain_bytes_per_cycle`` counts only the data blocks (wire × (frame − 32) /
 frame). Both at once, each direction is measured over its own window. Targets at lanes 4
-(DESIGN.md § Line rate): 64 + 64 B/cycle both at once. Every output is checked against
+(docs/line-rate.md): 64 + 64 B/cycle both at once. Every output is checked against
 the golden model (the scoreboard of tb/sxp/test_sxp.py); figures only, nothing asserted
 about performance.
 """

@@ -19,7 +19,6 @@ design under test come from ``SIM_PARAMS`` or, for a registered design such as `
 from the width of ``xb_i``'s payload. Nothing here assumes a latency: tests wait for the
 outputs (``drain``) or for a register to change (``wait_trusted``).
 """
-import ast
 import os
 import random
 from collections import deque
@@ -31,21 +30,47 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from hw.aes.layout import BLOCK_BITS
 from hw.gcm import GcmCore
 from hw.sxp.packet import MAX_FRAME_BYTES, Header, Kind, beat_layout
-from hw.sxp.regs import (ADDR_KEY, ADDR_KEY_COMMIT, ADDR_KPHYSMAP, ADDR_KSEL_BASE,
-                         ADDR_KSEL_LIMIT, ADDR_KXBCTXMAP, KEY_WORDS, Cause,
-                         register_map)
+from hw.sxp.regs import (
+    ADDR_KEY,
+    ADDR_KEY_COMMIT,
+    ADDR_KPHYSMAP,
+    ADDR_KSEL_BASE,
+    ADDR_KSEL_LIMIT,
+    ADDR_KXBCTXMAP,
+    KEY_WORDS,
+    Cause,
+    register_map,
+)
 from sw.sxp.config import program, random_config
 from sw.sxp.driver import QueuedBus, SxpCsrDriver
-from sw.sxp.frames import (FRAME_SIZES, FRAMING_CASES, IV_BEAT, beats_of, blocks_of_beats,
-                           bytes_of, framing_case, open_frame, sealed_frame, split_sizes,
-                           write_frame)
+from sw.sxp.frames import (
+    FRAME_SIZES,
+    FRAMING_CASES,
+    IV_BEAT,
+    beats_of,
+    blocks_of_beats,
+    bytes_of,
+    framing_case,
+    open_frame,
+    sealed_frame,
+    split_sizes,
+    write_frame,
+)
 from sw.sxp.model import Packet, SxpModel, header
+from tb.common.csr import CsrBus
 from tb.common.payload import pack, unpack
-from tb.common.scrub import Refusals, Scanner, bytes_secret, gcm_frame_secrets, gcm_key_secrets
+from tb.common.scrub import (
+    Refusals,
+    Scanner,
+    bytes_secret,
+    gcm_frame_secrets,
+    gcm_key_secrets,
+)
+from tb.common.sim import params
 from tb.common.stream import StreamSink, StreamSource, interleave, never, random_pause
 from tb.common.tb import TB
 
-PARAMS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}"))
+PARAMS = params()
 CONTEXTS = PARAMS.get("contexts", 16)
 
 
@@ -65,7 +90,10 @@ LANES = _lanes()
 BB = 16 * LANES                 # bytes per beat: every address and length is a multiple
 BEAT = beat_layout(LANES)
 LANE_MASK = (1 << BLOCK_BITS) - 1
-STATUS, EXC_ADDR, EXC_TILE, EXC_COUNT, DENIED, RD_BUSY = 0x004, 0x008, 0x00C, 0x010, 0x014, 0x018
+# register addresses from the register map, never retyped
+_ADDR = {r.name: r.addr for r in register_map()}
+CTRL, STATUS, EXC_ADDR, EXC_TILE, EXC_COUNT, DENIED, RD_BUSY = (
+    _ADDR[n] for n in ("CTRL", "STATUS", "EXC_ADDR", "EXC_TILE", "EXC_COUNT", "DENIED", "RD_BUSY"))
 
 
 def beat_int(b):
@@ -118,9 +146,7 @@ class SxpTB(TB):
         self.outstanding = {}             # one-read monitor: phys -> True
         self.read_hook = None             # called with (beat dict) for each aes read on pcie_o
         self.host_busy = 0                # host-model answers still being sent (drain waits)
-        for port in ("ccu", "host"):
-            for sig in ("addr", "w_stb", "w_data", "r_stb"):
-                getattr(dut, f"{port}__{sig}").value = 0
+        self.csr = {port: CsrBus(dut, port, self.clk) for port in ("ccu", "host")}
         self.held = deque()               # xb_i requests waiting behind a full slot
         self._cur = {"xb_i": [], "pcie_i": []}
         self._out = {"pcie_o": None, "xb_o": None}
@@ -211,15 +237,9 @@ class SxpTB(TB):
 
     # ------------------------------------------------------------------ CSR
     async def csr_write(self, port, addr, value):
-        """Call right after a rising edge; returns after the write took effect."""
-        d = self.dut
-        getattr(d, f"{port}__addr").value = addr
-        getattr(d, f"{port}__w_data").value = value
-        getattr(d, f"{port}__w_stb").value = 1
+        """Returns once the write shows on the outputs (the model takes it at once)."""
         self.model.csr_write(port, addr, value)
-        await RisingEdge(self.clk)
-        getattr(d, f"{port}__w_stb").value = 0
-        getattr(d, f"{port}__w_data").value = 0
+        await self.csr[port].write(addr, value)
 
     async def csr_writes(self, writes, port="ccu", both=False):
         """Play *writes* in order on *port*; with *both*, two per cycle (one on each port,
@@ -229,43 +249,28 @@ class SxpTB(TB):
             for addr, value in writes:
                 await self.csr_write(port, addr, value)
             return
-        d = self.dut
         while writes:
             pair = [writes.pop(0)]
-            if writes and writes[0][0] != pair[0][0] and not any(a == writes[0][0] for a, _ in pair):
+            if writes and writes[0][0] != pair[0][0]:
                 pair.append(writes.pop(0))
+            ops = []
             for p, (addr, value) in zip(("ccu", "host"), pair):
-                getattr(d, f"{p}__addr").value = addr
-                getattr(d, f"{p}__w_data").value = value
-                getattr(d, f"{p}__w_stb").value = 1
                 self.model.csr_write(p, addr, value)
-            await RisingEdge(self.clk)
-            for p in ("ccu", "host"):
-                getattr(d, f"{p}__w_stb").value = 0
-                getattr(d, f"{p}__w_data").value = 0
+                ops.append((self.csr[p], self.csr[p].submit(True, addr, value)))
+            for bus, op in ops:         # submitted in the same cycle: played in the same cycle
+                await bus.wait(op)
 
     async def csr_read(self, addr, port="ccu"):
         """Read *addr* on *port*; the model sees the read too (in trusted mode a host read
         counts in DENIED)."""
-        v = await self._bus_read(addr, port)
+        v = await self.csr[port].read(addr)
         if port == "host":
             self.model.csr_read(addr, port)
         return v
 
-    async def _bus_read(self, addr, port):
-        d = self.dut
-        getattr(d, f"{port}__addr").value = addr
-        getattr(d, f"{port}__r_stb").value = 1
-        await RisingEdge(self.clk)
-        getattr(d, f"{port}__r_stb").value = 0
-        await ReadOnly()
-        v = int(getattr(d, f"{port}__r_data").value)
-        await RisingEdge(self.clk)
-        return v
-
     async def check_csr(self, addr, mask=0xFFFF_FFFF, port="ccu", what=""):
         want = self.model.csr_read(addr, port)
-        got = await self._bus_read(addr, port)
+        got = await self.csr[port].read(addr)
         assert got & mask == want & mask, \
             f"{what or hex(addr)} ({port} port): RTL reads {got:#x}, model {want:#x} (mask {mask:#x})"
 
@@ -618,7 +623,7 @@ async def random_configurations(dut):
     keys = {p: rng.randbytes(32) for p in range(CONTEXTS)}
     await tb.configure(cfg, keys)
     configs = int(os.environ.get("SXP_CONFIGS", 1000 // LANES))
-    for n in range(configs):
+    for _n in range(configs):
         new = random_config(rng, CONTEXTS, align=BB)
         bus, drv = tb.driver()
         program(drv, new)
@@ -673,25 +678,35 @@ def request_cases(rng, cfg, xb, base, limit):
     W = dict(tile=77, xbctx=xb, aes=1)
     R = dict(W, kind=Kind.READ_REQ)
     cases = [
-        ("write past the region's limit", Cause.REGION, Packet(header(**W, addr=limit - BB, length=2 * BB), rand_beats(rng, 2))),
-        ("write below the region's base", Cause.REGION, Packet(header(**W, addr=base - BB, length=2 * BB), rand_beats(rng, 2))),
+        ("write past the region's limit", Cause.REGION,
+         Packet(header(**W, addr=limit - BB, length=2 * BB), rand_beats(rng, 2))),
+        ("write below the region's base", Cause.REGION,
+         Packet(header(**W, addr=base - BB, length=2 * BB), rand_beats(rng, 2))),
         ("read past the limit", Cause.REGION, Packet(header(**R, addr=limit - 4 * BB, length=8 * BB))),
-        ("clear write across region 0's limit", Cause.CLEAR, Packet(header(tile=77, xbctx=xb, addr=l0 - BB, length=2 * BB), [5, 6])),
-        ("clear read below region 0", Cause.CLEAR, Packet(header(tile=77, kind=Kind.READ_REQ, addr=b0 - BB, length=4 * BB))),
+        ("clear write across region 0's limit", Cause.CLEAR,
+         Packet(header(tile=77, xbctx=xb, addr=l0 - BB, length=2 * BB), [5, 6])),
+        ("clear read below region 0", Cause.CLEAR,
+         Packet(header(tile=77, kind=Kind.READ_REQ, addr=b0 - BB, length=4 * BB))),
         ("length not a multiple of 16", Cause.MALFORMED, Packet(header(**W, addr=base, length=BB + 8), [1, 2])),
         ("write address not a multiple of 16", Cause.MALFORMED, Packet(header(**W, addr=base + 8, length=BB), [1])),
         ("read address not a multiple of 16", Cause.MALFORMED, Packet(header(**R, addr=base + 8, length=2 * BB))),
-        ("write payload over 256 bytes", Cause.MALFORMED, Packet(header(**W, addr=base, length=256 + BB), [0] * (256 // BB + 1))),
+        ("write payload over 256 bytes", Cause.MALFORMED,
+         Packet(header(**W, addr=base, length=256 + BB), [0] * (256 // BB + 1))),
         ("read over 1 KiB", Cause.MALFORMED, Packet(header(**R, addr=base, length=1024 + BB))),
-        ("completion kind on xb_i", Cause.MALFORMED, Packet(header(**W, kind=Kind.READ_CPL, addr=base, length=BB), [1])),
+        ("completion kind on xb_i", Cause.MALFORMED,
+         Packet(header(**W, kind=Kind.READ_CPL, addr=base, length=BB), [1])),
         ("one-beat frame", Cause.MALFORMED, Packet(header(**W, addr=base, length=BB, cc=1), [1])),
     ]
     if LANES > 1:
         cases += [
-            ("write length not a multiple of 16·L", Cause.MALFORMED, Packet(header(**W, addr=base, length=BB + 16), [1, 2])),
-            ("write address not a multiple of 16·L", Cause.MALFORMED, Packet(header(**W, addr=base + 16, length=BB), [1])),
-            ("read address not a multiple of 16·L", Cause.MALFORMED, Packet(header(**R, addr=base + BB - 16, length=2 * BB))),
-            ("clear write address not a multiple of 16·L", Cause.MALFORMED, Packet(header(tile=77, xbctx=xb, addr=b0 + 16, length=BB), [3])),
+            ("write length not a multiple of 16·L", Cause.MALFORMED,
+             Packet(header(**W, addr=base, length=BB + 16), [1, 2])),
+            ("write address not a multiple of 16·L", Cause.MALFORMED,
+             Packet(header(**W, addr=base + 16, length=BB), [1])),
+            ("read address not a multiple of 16·L", Cause.MALFORMED,
+             Packet(header(**R, addr=base + BB - 16, length=2 * BB))),
+            ("clear write address not a multiple of 16·L", Cause.MALFORMED,
+             Packet(header(tile=77, xbctx=xb, addr=b0 + 16, length=BB), [3])),
         ]
     return cases
 
@@ -748,14 +763,14 @@ async def every_exception_cause(dut):
         await expect_exception(tb, Cause.MAP, 77, base, "xbctx mapped beyond the contexts")
         await tb.csr_write("ccu", ADDR_KXBCTXMAP + 4 * xb, phys)
     # CONFIG: trusted mode with KPHYSMAP not 1:1 (the zero entry), then with overlapping regions
-    await tb.csr_write("ccu", 0x000, 1)
+    await tb.csr_write("ccu", CTRL, 1)
     await expect_exception(tb, Cause.CONFIG, 0, 0, "KPHYSMAP not 1:1")
     await tb.csr_write("ccu", ADDR_KPHYSMAP + 4 * phys, cfg.kp[phys])
     b0, l0 = cfg.regions[0]
     r = cfg.kp[phys]                # region r now overlaps region 0 by one byte
     await tb.csr_write("ccu", ADDR_KSEL_BASE + 4 * r, l0 - 1)
     await tb.csr_write("ccu", ADDR_KSEL_LIMIT + 4 * r, l0)
-    await tb.csr_write("ccu", 0x000, 1)
+    await tb.csr_write("ccu", CTRL, 1)
     await expect_exception(tb, Cause.CONFIG, 0, 0, "overlapping regions")
     assert not (await tb.csr_read(STATUS)) & 2, "trusted mode entered with a bad configuration"
     # FRAME: no key after reset
@@ -832,12 +847,12 @@ async def malformed_framing(dut):
 @cocotb.test()
 async def trusted_mode_locks_the_host(dut):
     tb, rng, cfg, keys = await setup(dut)
-    await tb.csr_write("host", 0x000, 1)            # the host may enable it ...
+    await tb.csr_write("host", CTRL, 1)            # the host may enable it ...
     # ... and from that write on its writes are refused, even before STATUS.trusted shows
     await tb.csr_write("host", ADDR_KXBCTXMAP + 4 * 5, (cfg.kx[5] + 1) % CONTEXTS)
     assert await wait_trusted(tb), "trusted mode not entered with a good configuration"
     writes = [(ADDR_KXBCTXMAP, 3), (ADDR_KPHYSMAP, 9), (ADDR_KSEL_BASE + 8, 0), (ADDR_KSEL_LIMIT, 5),
-              (ADDR_KEY, 0x1234), (ADDR_KEY_COMMIT, 0), (STATUS, 1), (0x000, 1)]
+              (ADDR_KEY, 0x1234), (ADDR_KEY_COMMIT, 0), (STATUS, 1), (CTRL, 1)]
     for addr, value in writes:                      # ... nothing after that either
         await tb.csr_write("host", addr, value)
     await tb.check_csr(DENIED, what="DENIED after refused host writes")
@@ -876,7 +891,7 @@ async def trusted_mode_locks_the_host(dut):
     assert (await tb.csr_read(ADDR_KXBCTXMAP)) == 3, "host locked out after reset"
     # the CCU's order (sw/ccu/cce.py): trusted mode straight after reset, then configure
     await tb.reset()
-    await tb.csr_write("ccu", 0x000, 1)
+    await tb.csr_write("ccu", CTRL, 1)
     assert await wait_trusted(tb), "the reset configuration was refused"
     assert not (await tb.csr_read(STATUS)) & 1, "the reset configuration raised CONFIG"
     await tb.configure(cfg, keys)

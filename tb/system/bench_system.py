@@ -27,8 +27,6 @@ lanes 4) and of the host shim. Run by ``make bench BLOCK=system``.
 - host side (``bench()``): the shim's frame encryption (``encrypt_stream``) in MB/s
   against a bare ``AESGCM.encrypt`` loop on the same 1 KiB frames.
 """
-import ast
-import os
 import random
 import time
 
@@ -40,9 +38,10 @@ from sw.itx.runtime import Runtime
 from sw.itx.testing import TrustedCcu
 from sw.itx.tile import check_measurement
 from tb.common.bench import record
+from tb.common.sim import params
 from tb.system.env import SystemTB, lanes_of
 
-CONTEXTS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}")).get("contexts", 4)  # the DUT's
+CONTEXTS = params().get("contexts", 4)  # the DUT's
 FRAME = 1024
 FAST_HOST = (8, 24)        # cycles from a read request on pcie_o to its first completion
 SLOW_HOST = (20, 60)

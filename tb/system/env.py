@@ -1,10 +1,10 @@
 """cocotb environment of ``sxp_system``: the tile model, host memory and the shim around
 the RTL, packet by packet.
 
-- :class:`CsrBus` queues CSR operations made by synchronous code (the shim's
-  ``configure(write)``, :class:`sw.itx.csr.CsrKeyPort` for the CCU) and plays them on a
-  ``host``/``ccu`` port with :meth:`CsrBus.flush` (one write per cycle; key commits wait for
-  STATUS.key_busy = 0).
+- :class:`SxpCsrBus` is a ``host``/``ccu`` port (:class:`tb.common.csr.CsrBus`) that also
+  keeps the CSR operations made by synchronous code (the shim's ``configure(write)``,
+  :class:`sw.itx.csr.CsrKeyPort` for the CCU) until :meth:`SxpCsrBus.flush` plays them (one
+  write per cycle; key commits wait for STATUS.key_busy = 0).
 - :class:`SystemTB` is the device: tiles (:class:`sw.itx.tile.Tile`) send their request
   packets into ``xb_i`` (whole packets, round robin over tiles); beats leaving ``pcie_o`` are
   gathered into packets for :class:`sw.itx.host.HostMemory`, whose completions (random
@@ -27,16 +27,17 @@ beat per cycle the host model never starves the RTL.
 from collections import deque
 
 import cocotb
-from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import ReadOnly, RisingEdge
 
 from hw.sxp.packet import BEAT_BYTES, Kind, beat_layout
 from sw.itx.csr import TRUST_POLLS, CsrConfigWriter, CsrKeyPort, status_fields
 from sw.itx.tile import Cause, SecurityException, Tile
 from sw.pcie.beats import decode, encode
+from tb.common.csr import CsrBus
 from tb.common.stream import StreamSink, StreamSource, random_pause
 from tb.common.tb import TB
 
-__all__ = ["CsrBus", "SystemTB", "VERDICT_CYCLES", "lanes_of"]
+__all__ = ["SxpCsrBus", "SystemTB", "VERDICT_CYCLES", "lanes_of"]
 
 VERDICT_CYCLES = 2
 CPL_AHEAD_BEATS = 8     # completion beats the host keeps queued ahead of pcie_i
@@ -51,52 +52,51 @@ def lanes_of(dut):
     raise ValueError(f"xb_i payload of {width} bits is no beat_layout(lanes)")
 
 
-class CsrBus:
+class SxpCsrBus(CsrBus):
+    """A CSR port of the SXP's register map *regmap*. Synchronous code, which cannot await,
+    defers writes (:meth:`defer`) and waits for STATUS.key_busy = 0 (:meth:`defer_key_idle`);
+    :meth:`flush` plays them in order."""
+
     def __init__(self, dut, name, clk, regmap):
-        self.clk, self.regmap = clk, regmap
-        self.addr = getattr(dut, f"{name}__addr")
-        self.w_stb = getattr(dut, f"{name}__w_stb")
-        self.w_data = getattr(dut, f"{name}__w_data")
-        self.r_stb = getattr(dut, f"{name}__r_stb")
-        self.r_data = getattr(dut, f"{name}__r_data")
-        for s in (self.addr, self.w_stb, self.w_data, self.r_stb):
-            s.value = 0
-        self.ops = deque()
-        self.writes = 0
+        super().__init__(dut, name, clk)
+        self.regmap = regmap
+        self.deferred = deque()         # (addr, data), or None: wait for key_busy = 0
 
-    # synchronous side: queue
-    def write(self, addr, data):
-        self.ops.append(("w", addr, data))
+    # synchronous side
+    def defer(self, addr, data):
+        self.deferred.append((addr, data))
 
-    def wait_key_idle(self):
-        self.ops.append(("key_idle",))
+    def defer_key_idle(self):
+        self.deferred.append(None)
 
     # simulation side
-    async def _idle(self):
-        self.w_stb.value = 0
-        self.r_stb.value = 0
-        self.w_data.value = 0      # no key word lingers on the bus
-
-    async def read(self, addr):
-        await FallingEdge(self.clk)
-        self.addr.value, self.r_stb.value, self.w_stb.value = addr, 1, 0
-        await FallingEdge(self.clk)             # sampled at the rising edge in between
-        self.r_stb.value = 0
-        await RisingEdge(self.clk)              # r_data holds from the cycle after r_stb
-        await ReadOnly()
-        value = int(self.r_data.value)
-        await FallingEdge(self.clk)
-        return value
+    async def flush(self):
+        """Play the deferred operations; returns once the last write took effect."""
+        last = None
+        while self.deferred:
+            op = self.deferred.popleft()
+            if op is None:
+                await self._wait_key_idle()     # its reads queue behind the writes
+            else:
+                last = self.submit(True, *op)
+        if last is not None:
+            await self.wait(last)
 
     async def write_now(self, addr, data):
-        """One write, played at once (queued writes first)."""
-        self.write(addr, data)
+        """One write, played at once (deferred operations first)."""
+        self.defer(addr, data)
         await self.flush()
 
     async def key_idle(self):
         """Wait until STATUS.key_busy = 0 (a key commit waits for it)."""
-        self.wait_key_idle()
+        self.defer_key_idle()
         await self.flush()
+
+    async def _wait_key_idle(self):
+        for _ in range(1000):
+            if not (await self.status())["key_busy"]:
+                return
+        raise AssertionError("STATUS.key_busy stuck")
 
     async def status(self):
         return status_fields(self.regmap, await self.read(self.regmap["STATUS"].addr))
@@ -109,26 +109,6 @@ class CsrBus:
             if st["trusted"] or st["exc"]:
                 return st
         raise AssertionError(f"STATUS.trusted still 0 after {TRUST_POLLS} reads: {st}")
-
-    async def flush(self):
-        while self.ops:
-            op = self.ops.popleft()
-            if op[0] == "w":
-                await FallingEdge(self.clk)
-                self.addr.value, self.w_data.value, self.w_stb.value = op[1], op[2], 1
-                self.r_stb.value = 0
-                self.writes += 1
-                if not (self.ops and self.ops[0][0] == "w"):
-                    await FallingEdge(self.clk)
-                    await self._idle()
-            else:
-                for _ in range(1000):
-                    if not (await self.status())["key_busy"]:
-                        break
-                else:
-                    raise AssertionError("STATUS.key_busy stuck")
-        await FallingEdge(self.clk)
-        await self._idle()
 
 
 class SystemTB(TB):
@@ -157,8 +137,8 @@ class SystemTB(TB):
         if stall:
             self.xb_sink.set_pause(random_pause(stall, rng) if rng else random_pause(stall))
             self.req_sink.set_pause(random_pause(stall, rng) if rng else random_pause(stall))
-        self.host_csr = CsrBus(dut, "host", self.clk, self.regmap)
-        self.ccu_csr = CsrBus(dut, "ccu", self.clk, self.regmap)
+        self.host_csr = SxpCsrBus(dut, "host", self.clk, self.regmap)
+        self.ccu_csr = SxpCsrBus(dut, "ccu", self.clk, self.regmap)
         dut.rd_timeout.value = 0
         self.host = host
         self.tiles = {t: Tile(t, lanes=self.lanes) for t in tiles}
@@ -177,10 +157,10 @@ class SystemTB(TB):
 
     # ---- the shim's interfaces bound to the CSR ports --------------------------------------
     def config_writer(self):
-        return CsrConfigWriter(self.host_csr.write, self.contexts)
+        return CsrConfigWriter(self.host_csr.defer, self.contexts)
 
     def key_port(self):
-        return CsrKeyPort(self.ccu_csr.write, self.contexts, self.ccu_csr.wait_key_idle)
+        return CsrKeyPort(self.ccu_csr.defer, self.contexts, self.ccu_csr.defer_key_idle)
 
     async def start(self):
         await self.reset()

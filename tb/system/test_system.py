@@ -24,8 +24,6 @@ The pytest entry runs every test on ``sxp_system`` (lanes 1, 16-byte beats) and 
 (≈ 30 code frames of 512 B, 18 data frames of 384 B, 3 checkpoint frames per tile), so the
 lanes-4 model, slow per cycle, runs it in modest simulated time.
 """
-import ast
-import os
 import random
 
 import cocotb
@@ -36,17 +34,29 @@ from sw.ccu.cce import ResumePoint, TeeState
 from sw.ccu.errors import ApiOrderError
 from sw.ccu.keypkg import NONCE_SIZE
 from sw.ccu.sxp_port import ExceptionCause, ExceptionSource
-from sw.itx.frames import (StreamType, checkpoint_nonce, decrypt_stream, encrypt_stream,
-                           payload_bytes, stream_nonce)
+from sw.itx.frames import (
+    StreamType,
+    checkpoint_nonce,
+    decrypt_stream,
+    encrypt_stream,
+    payload_bytes,
+    stream_nonce,
+)
 from sw.itx.host import HostMemory
 from sw.itx.runtime import CODE_BASE, DATA_BASE, STATE_BASE
 from sw.itx.testing import CcuJob, Scenario, TrustedCcu
-from sw.itx.tile import Cause, SecurityException, application_measurement, check_measurement
+from sw.itx.tile import (
+    Cause,
+    SecurityException,
+    application_measurement,
+    check_measurement,
+)
 from tb.common.scrub import Scanner, gcm_key_secrets
+from tb.common.sim import params
 from tb.system.ccu_port import RtlCcuPort, run_ccu
 from tb.system.env import SystemTB, lanes_of
 
-PARAMS = ast.literal_eval(os.environ.get("SIM_PARAMS", "{}"))
+PARAMS = params()
 CONTEXTS = PARAMS.get("contexts", 16)
 TILES = (0, 1, 5, 1471)
 VICTIM, FRAME = 5, 2

@@ -67,10 +67,10 @@ def test_docs_generated():
 
 def test_gpushield_doc_has_generated_table():
     """docs/gpushield.md carries exactly the table generated from the code
-    (regenerate with `python -m hw.gpushield.csr --write`)."""
+    (regenerate with `python -m scripts.gen_docs`)."""
     doc = DOC.read_text()
     start, end = doc.index(DOC_BEGIN), doc.index(DOC_END) + len(DOC_END)
-    assert doc[start:end] == doc_table()
+    assert doc[start:end] == doc_table(), "docs/gpushield.md is stale: run python -m scripts.gen_docs"
 
 
 # ---------------------------------------------------------------------------- bus helpers
