@@ -292,7 +292,7 @@ class GpuCC(wiring.Component):
         # whose reset is rst | flr, for it, the plain engine and the glue. Not a
         # ResetInserter: gcm_core clears its reset-less key contexts by reading
         # ResetSignal() itself, which a ResetInserter does not reach (the FLR scan of
-        # tb/cc/cocotb_gpu.py found the keys still there); DomainRenamer does.
+        # tb/cc/test_gpu_cc.py found the keys still there); DomainRenamer does.
         m.domains.dma = cd = ClockDomain("dma")
         m.d.comb += [cd.clk.eq(ClockSignal("sync")), cd.rst.eq(ResetSignal("sync") | flr)]
         m.submodules.dma = DomainRenamer("dma")(dma)

@@ -3,7 +3,7 @@
 - ``cc_dma``: bytes of payload per cycle, outbound (encrypt) and inbound (decrypt,
   authenticate, commit) for copies of 4 KiB, 64 KiB and 1 MiB, cut into frames of
   ``frame_blocks`` blocks (one descriptor each), memory latency 4 cycles, no stalls.
-  The window is measured on the ports by :class:`tb.cc.dma_tb.Timeline`, started before
+  The window is measured on the ports by :class:`tb.cc.env.Timeline`, started before
   the first descriptor is sent: from the clock edge that transfers the first descriptor
   to the edge that transfers the last of (last ``wr`` beat, last ``status``), both
   included; bytes are the copy's payload (IV and tag blocks not counted). The earlier
@@ -43,7 +43,7 @@ async def dma_throughput(dut):
     from tb.common.bench import record
     from tb.common.payload import pack
 
-    from .dma_tb import BOUNCE, DESC, FRAME_BLOCKS, PROT, DmaTB, Timeline
+    from .env import BOUNCE, DESC, FRAME_BLOCKS, PROT, DmaTB, Timeline
 
     tb = DmaTB(dut, latency=(LATENCY, LATENCY))
     tb.model.process = lambda d, mem: (Status.OK, 0)     # timing only: no model run
@@ -111,7 +111,7 @@ async def dma_scrub(dut):
     from tb.common.bench import record
     from tb.common.scrub import Refusals
 
-    from .dma_tb import PARAMS, DmaTB
+    from .env import PARAMS, DmaTB
 
     dma = CCDma(**PARAMS)
     tb = DmaTB(dut)
@@ -130,7 +130,7 @@ async def dma_scrub(dut):
 async def scrub_rate(dut):
     from tb.common.bench import record
 
-    from .ctrl_tb import DEPTH, CtrlTB
+    from .env import DEPTH, CtrlTB
 
     tb = CtrlTB(dut)
     await tb.power_on(0)
@@ -167,8 +167,7 @@ async def cc_overhead(dut):
     from tb.common.bench import record
     from tb.common.payload import pack
 
-    from .dma_tb import DESC, FRAME_BLOCKS, Timeline
-    from .gpu_tb import GpuTB
+    from .env import DESC, FRAME_BLOCKS, GpuTB, Timeline
 
     tb = GpuTB(dut, latency=(LATENCY, LATENCY))
     await tb.power_on(Mode.OFF)

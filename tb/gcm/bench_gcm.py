@@ -14,7 +14,7 @@ from tb.common.bench import record
 from tb.common.payload import pack, unpack
 from tb.common.stream import StreamSink, StreamSource
 from tb.common.tb import TB
-from tb.gcm.test_gcm import LANES, legal_lengths
+from tb.gcm.env import LANES, legal_lengths
 
 BLOCKS = 100_000 if LANES == 1 else 80_000   # the lanes-4 model is slower per cycle
 CONTEXTS = 16

@@ -32,9 +32,8 @@ from sw.itx.testing import CcuJob, Scenario
 from sw.itx.tile import Cause, SecurityException
 from sw.pcie.beats import Beat, encode, header
 from tb.common.sim import params
-from tb.itx.ccu_port import ItxCcuPort
-from tb.system.ccu_port import run_ccu
-from tb.system.env import SystemTB, lanes_of
+from tb.itx.env import ItxCcuPort
+from tb.system.env import SystemTB, lanes_of, run_ccu
 from tb.system.test_system import assert_no_key_left, boot, ccu_launched, start_main
 
 PARAMS = params()

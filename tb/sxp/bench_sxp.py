@@ -8,7 +8,7 @@ is the latency figure), at full speed on every port, 24 frames per run in packet
 bytes; ``*_plain_bytes_per_cycle`` counts only the data blocks (wire × (frame − 32) /
 frame). Both at once, each direction is measured over its own window. Targets at lanes 4
 (docs/line-rate.md): 64 + 64 B/cycle both at once. Every output is checked against
-the golden model (the scoreboard of tb/sxp/test_sxp.py); figures only, nothing asserted
+the golden model (the scoreboard of tb/sxp/env.py); figures only, nothing asserted
 about performance.
 """
 import random
@@ -21,7 +21,7 @@ from sw.sxp.config import random_config
 from sw.sxp.frames import FRAME_SIZES, beats_of, sealed_frame, write_frame
 from sw.sxp.model import Packet, header
 from tb.common.bench import record
-from tb.sxp.test_sxp import BB, CONTEXTS, LANES, SxpTB, small_frame, transfer_cycles
+from tb.sxp.env import BB, CONTEXTS, LANES, SxpTB, small_frame, transfer_cycles
 
 FRAMES = 24          # per direction and frame size
 PACKET_BLOCKS = 16   # 256-byte packets (the largest write request / completion)

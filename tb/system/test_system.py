@@ -13,7 +13,7 @@ the CCU model uses).
 Each attack is its own test; each must be detected — an SXP security exception (irq,
 STATUS.cause) or the tile's IV check — with no byte of the failing frame in tile memory.
 The attacks on the code stream and on the key schedule run under the real CCU firmware
-model (:class:`sw.itx.testing.CcuJob` on :class:`tb.system.ccu_port.RtlCcuPort`) and end
+model (:class:`sw.itx.testing.CcuJob` on :class:`tb.system.env.RtlCcuPort`) and end
 in its exception handler: it reads the cause over the RTL's ccu port (or takes the tile's
 report), stops the job and holds the tiles. The checkpoint tests keep the stand-in
 :class:`sw.itx.testing.TrustedCcu`, which plays the epoch keys of a resumed run.
@@ -53,8 +53,7 @@ from sw.itx.tile import (
 )
 from tb.common.scrub import Scanner, gcm_key_secrets
 from tb.common.sim import params
-from tb.system.ccu_port import RtlCcuPort, run_ccu
-from tb.system.env import SystemTB, lanes_of
+from tb.system.env import RtlCcuPort, SystemTB, lanes_of, run_ccu
 
 PARAMS = params()
 CONTEXTS = PARAMS.get("contexts", 16)

@@ -10,99 +10,35 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from hw.cc import CCDma
 from hw.cc.layout import CTR_LIMIT, Dir, Status
-from sw.cc.host import FrameError, HostChannel, blocks, iv_block
+from sw.cc.host import FrameError, HostChannel, blocks
 from sw.cc.model import Desc
 from tb.common.scrub import (
     Refusals,
     Scanner,
-    bytes_secret,
-    gcm_frame_secrets,
     gcm_key_secrets,
 )
 from tb.common.stream import random_pause
 
-from .dma_tb import (
+from .env import (
     BOUNCE,
     CHANNELS,
     FRAME_BLOCKS,
     PARAMS,
     PROT,
+    Alloc,
     DmaTB,
     Timeline,
+    check_outbound,
+    fill,
+    inbound,
+    install_channels,
+    outbound,
     read_frame,
+    traffic,
 )
 
 # cycles desc and key are refused after reset while the staging buffer is scrubbed: the RTL's own
 SCRUB = CCDma(**PARAMS).scrub_cycles
-
-
-class Alloc:
-    """Disjoint block ranges in a region (descriptors in flight must not overlap)."""
-
-    def __init__(self, region):
-        self.base, self.limit = region
-        self.next = self.base
-
-    def take(self, n):
-        if self.next + n > self.limit:
-            self.next = self.base
-        a, self.next = self.next, self.next + n
-        return a
-
-
-async def setup(tb, keyless=()):
-    chans = {}
-    for ch in range(CHANNELS):
-        if ch in keyless:
-            continue
-        key, iv = random.randbytes(32), random.randrange(1000)
-        await tb.install(ch, key, iv)
-        chans[ch] = HostChannel(key, ch, iv)
-    return chans
-
-
-def fill(tb, addr, n):
-    data = random.randbytes(16 * n)
-    for k, b in enumerate(blocks(data)):
-        tb.poke(addr + k, b)
-    return data
-
-
-def outbound(tb, prot, bounce, ch, n, tag):
-    src, dst = prot.take(n), bounce.take(n + 2)
-    pt = fill(tb, src, n)
-    d = Desc(Dir.OUT, ch, n, src, dst, tag)
-    return d, pt
-
-
-def inbound(tb, chans, prot, bounce, ch, n, tag, how="ok"):
-    """An IN descriptor over a frame the host sealed (*how*: ok, tamper, replay, badiv)."""
-    src, dst = bounce.take(n + 2), prot.take(n)
-    h = chans[ch]
-    pt = random.randbytes(16 * n)
-    if how == "replay":
-        frame = h.seal(pt, ctr=max(h.tx - 1, 0)) if h.tx else h.seal(pt)
-    else:
-        frame = bytearray(h.seal(pt))
-        if how == "tamper":
-            bit = random.randrange(16 * 8, len(frame) * 8)      # ciphertext or tag
-            frame[bit // 8] ^= 1 << bit % 8
-        elif how == "badiv":
-            frame[random.choice([4, 5, 6, 12])] ^= 1 << random.randrange(8)
-        frame = bytes(frame)
-    for k, b in enumerate(blocks(frame)):
-        tb.poke(src + k, b)
-    return Desc(Dir.IN, ch, n, src, dst, tag), pt
-
-
-def check_outbound(tb, chans, done):
-    """Every OUT frame the RTL wrote opens on the host (OpenSSL), counters growing."""
-    for d, pt in done:
-        label, st = next((lab, s) for lab, s in tb.statuses if lab == d.tag)
-        if st["code"] != Status.OK:
-            continue
-        frame = read_frame(tb.mem, d.dst, d.len + 2)
-        assert chans[d.ch].open(frame) == pt, f"descriptor {d.tag}: host decryption differs"
 
 
 @cocotb.test()
@@ -114,7 +50,7 @@ async def random_regression(dut, idle, stall):
     tb = DmaTB(dut, idle, stall)
     await tb.reset()
     keyless = (CHANNELS - 1,)
-    chans = await setup(tb, keyless)
+    chans = await install_channels(tb, keyless)
     prot, bounce = Alloc(PROT), Alloc(BOUNCE)
     tag = 0
     for _batch in range(4 if (idle or stall) else 6):
@@ -167,7 +103,7 @@ async def openssl_round_trip(dut):
     a replayed frame and a frame of another channel are rejected and write nothing."""
     tb = DmaTB(dut)
     await tb.reset()
-    chans = await setup(tb)
+    chans = await install_channels(tb)
     prot, bounce = Alloc(PROT), Alloc(BOUNCE)
     outs = []
     for n, tag in ((1, 1), (2, 2), (FRAME_BLOCKS, 3)):
@@ -282,7 +218,7 @@ async def bad_descriptors(dut):
     descriptors around them."""
     tb = DmaTB(dut)
     await tb.reset()
-    await setup(tb, keyless=(1,))
+    await install_channels(tb, keyless=(1,))
     prot, bounce = Alloc(PROT), Alloc(BOUNCE)
     n = 4
     cases = [
@@ -315,53 +251,6 @@ async def bad_descriptors(dut):
             assert tb.reads - reads == 2, f"{what}: {tb.reads - reads - 2} blocks read"
         if want is not Status.OK:
             assert len(tb.writes) - writes == 4, f"{what}: wrote"
-
-
-def _frame_secrets(tb, key, d, pt, frame=None):
-    """What a frame leaves in the engine: E_K(J0), the GHASH partial hashes and its
-    plaintext. An IN *frame* is the host's sealed bytes (it may be tampered: the engine
-    hashes what it reads); an OUT frame's counter is the model's (its expected status)."""
-    label = f"desc {d.tag}"
-    if d.dir is Dir.IN:
-        nonce, data, decrypt = frame[:12], blocks(frame[16:-16]), True
-    else:
-        ctr = tb.expected[-1][2]
-        nonce, data, decrypt = iv_block(ctr, Dir.OUT, d.ch)[:12], blocks(pt), False
-    return gcm_frame_secrets(key, nonce, data, decrypt, label) + \
-        [bytes_secret("plaintext", f"{label} plaintext", pt)]
-
-
-def _sealed(tb, chans, prot, bounce, ch, n, tag, tamper=False):
-    """An IN descriptor over a frame the host sealed (optionally with a ciphertext bit
-    flipped: its plaintext is decrypted into staging and never authenticated)."""
-    src, dst = bounce.take(n + 2), prot.take(n)
-    pt = random.randbytes(16 * n)
-    frame = bytearray(chans[ch].seal(pt))
-    if tamper:
-        bit = random.randrange(16 * 8, (len(frame) - 16) * 8)       # the ciphertext
-        frame[bit // 8] ^= 1 << bit % 8
-    for k, b in enumerate(blocks(bytes(frame))):
-        tb.poke(src + k, b)
-    return Desc(Dir.IN, ch, n, src, dst, tag), pt, bytes(frame)
-
-
-async def _traffic(tb, chans, keys, prot, bounce, tag0, count):
-    """*count* frames on every channel, both directions, one IN frame tampered; returns
-    their secrets."""
-    secrets = []
-    for k in range(count):
-        for ch in range(CHANNELS):
-            tag = (tag0 + k * CHANNELS + ch) & 0xFF
-            n = random.randint(FRAME_BLOCKS // 2, FRAME_BLOCKS)
-            if (k + ch) % 2:
-                d, pt = outbound(tb, prot, bounce, ch, n, tag)
-                tb.submit(d)
-                secrets += _frame_secrets(tb, keys[ch], d, pt)
-            else:
-                d, pt, frame = _sealed(tb, chans, prot, bounce, ch, n, tag, tamper=k == ch == 0)
-                tb.submit(d)
-                secrets += _frame_secrets(tb, keys[ch], d, pt, frame)
-    return secrets
 
 
 @cocotb.test()
@@ -398,7 +287,7 @@ async def reset_scrubs(dut):
         chans[ch] = HostChannel(keys[ch], ch, 5)
     secrets = [s for k in keys for s in gcm_key_secrets(k)]
     prot, bounce = Alloc(PROT), Alloc(BOUNCE)
-    secrets += await _traffic(tb, chans, keys, prot, bounce, 0, 2)
+    secrets += await traffic(tb, chans, keys, prot, bounce, 0, 2)
     await scanner.control(secrets, tb.clk, 2000, {s.kind for s in secrets})
     await RisingEdge(tb.clk)
     await tb.drain()
@@ -423,7 +312,7 @@ async def reset_scrubs(dut):
         await tb.install(ch, keys[ch], 9)
         chans[ch] = HostChannel(keys[ch], ch, 9)
     more = [s for k in keys for s in gcm_key_secrets(k)]
-    more += await _traffic(tb, chans, keys, prot, bounce, 100, 1)
+    more += await traffic(tb, chans, keys, prot, bounce, 100, 1)
     for _ in range(random.randint(80, 200)):
         await RisingEdge(tb.clk)
     assert tb.expected, "every frame finished before the reset"
@@ -452,7 +341,7 @@ async def reset_scrubs(dut):
     for ch in range(CHANNELS):
         await tb.install(ch, keys[ch], 20)
         chans[ch] = HostChannel(keys[ch], ch, 20)
-    await _traffic(tb, chans, keys, prot, bounce, 200, 1)
+    await traffic(tb, chans, keys, prot, bounce, 200, 1)
     await tb.drain()
 
 
@@ -469,7 +358,7 @@ async def status_after_writes(dut):
     tb.wr_sink.set_pause(random_pause(0.6))
     line = Timeline(dut, tb.clk)
     await tb.reset()
-    chans = await setup(tb)
+    chans = await install_channels(tb)
     prot, bounce = Alloc(PROT), Alloc(BOUNCE)
     frames = []                 # (label, desc, code)
     for k in range(28):
@@ -511,3 +400,10 @@ async def status_after_writes(dut):
     assert rd_at == len(line.rd_resp), f"{len(line.rd_resp) - rd_at} read beats of no frame"
     outs = {d.dir for _, d, c in frames if c is Status.OK}
     assert outs == {Dir.OUT, Dir.IN}, f"only {outs} frames succeeded"
+
+
+def test_cc_dma():
+    """pytest entry: this module's cocotb tests on ``cc_dma``."""
+    from tb.common.sim import run
+
+    run("cc_dma", "tb.cc.test_cc_dma")

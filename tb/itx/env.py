@@ -5,13 +5,13 @@ from cocotb.task import resume
 from sw.ccu.sxp_port import ExceptionCause, ExceptionSource
 from sw.itx.csr import status_fields
 from tb.common.csr import CsrBus
-from tb.system.ccu_port import RtlCcuPort
+from tb.system.env import RtlCcuPort
 
 __all__ = ["ItxCcuPort"]
 
 
 class ItxCcuPort(RtlCcuPort):
-    """:class:`tb.system.ccu_port.RtlCcuPort` on itx_device: ``read_exception`` reports the
+    """:class:`tb.system.env.RtlCcuPort` on itx_device: ``read_exception`` reports the
     SXP's exception first, then a dropped completion, then a timed-out read (each
     acknowledged where it is latched); ``hold_tiles`` writes ICU HOLD (the ``hold`` pin)
     and halts the testbench's tile models."""

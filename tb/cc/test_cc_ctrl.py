@@ -1,5 +1,5 @@
 """cocotb regression of ``cc_ctrl`` (hw/cc/ctrl.py). Every test runs under the per-cycle
-scoreboard of :class:`tb.cc.ctrl_tb.CtrlTB` (RTL = golden model on every output, read
+scoreboard of :class:`tb.cc.env.CtrlTB` (RTL = golden model on every output, read
 and response); directed tests add the properties the issue asks for, stated
 independently of the model (a secret is unreadable, a refused access reads zero, …)."""
 import itertools
@@ -13,7 +13,7 @@ from hw.cc.layout import Mode, Src
 from hw.cc.regs import KEY_WORDS, SCRATCH_WORDS, SCRUB
 from tb.common.scrub import Refusals, Scanner, bytes_secret
 
-from .ctrl_tb import DEPTH, PROTECTED, REG, CtrlTB
+from .env import DEPTH, PROTECTED, REG, CtrlTB
 
 SCRUB_CYCLES = CCCtrl(DEPTH, PROTECTED).scrub_cycles   # ready low after an FLR: the RTL's own
 
@@ -307,3 +307,10 @@ async def perf_counters_and_scrub(dut):
     assert tb.responses[-1][1]["data"] == 0
     tb.log.info("scrub of %d words: %d cycles (restart after %d)", DEPTH, took, restart - start)
     tb.check()
+
+
+def test_cc_ctrl():
+    """pytest entry: this module's cocotb tests on ``cc_ctrl``."""
+    from tb.common.sim import run
+
+    run("cc_ctrl", "tb.cc.test_cc_ctrl")

@@ -13,7 +13,7 @@
   brings it in (decrypt, authenticate, commit to protected memory), sends it back out
   (encrypt), and the host opens it: the same bytes; statuses and memory against the
   model, with idle cycles and back-pressure on the host-memory streams.
-- ``plain_copy_regression``: CC off's plain copies against :func:`tb.cc.gpu_tb.plain_copy`
+- ``plain_copy_regression``: CC off's plain copies against :func:`tb.cc.env.plain_copy`
   under idle cycles and back-pressure.
 """
 import random
@@ -28,10 +28,7 @@ from sw.cc.host import FrameError, HostChannel, blocks
 from sw.cc.model import Desc
 from tb.common.scrub import Refusals, Scanner, gcm_key_secrets
 
-from .cocotb_dma import Alloc, _traffic, fill, outbound
-from .ctrl_tb import REG
-from .dma_tb import CHANNELS, FRAME_BLOCKS, PARAMS, read_frame
-from .gpu_tb import KEY_GO, GpuTB
+from .env import CHANNELS, FRAME_BLOCKS, KEY_GO, PARAMS, REG, Alloc, GpuTB, fill, outbound, read_frame, traffic
 
 GPU = GpuCC(**PARAMS)
 SCRUB = GPU.scrub_cycles          # desc refused after an FLR in CC on: the RTL's own constant
@@ -172,7 +169,7 @@ async def flr_scrubs_dma(dut):
     assert (await tb.key_status())["installs"] == CHANNELS
     secrets = [s for k in keys for s in gcm_key_secrets(k)]
     prot, bounce = Alloc(tb.PROT), Alloc(tb.BOUNCE)
-    secrets += await _traffic(tb, chans, keys, prot, bounce, 0, 2)
+    secrets += await traffic(tb, chans, keys, prot, bounce, 0, 2)
     kinds = {s.kind for s in secrets}
     await scanner.control(secrets, tb.clk, 3000, kinds)
     await RisingEdge(tb.clk)
@@ -211,7 +208,7 @@ async def flr_scrubs_dma(dut):
     for ch in range(CHANNELS):
         await tb.install(ch, keys[ch], 11)
         chans[ch] = HostChannel(keys[ch], ch, 11)
-    await _traffic(tb, chans, keys, prot, bounce, 100, 1)
+    await traffic(tb, chans, keys, prot, bounce, 100, 1)
     await tb.drain()
 
 
@@ -264,7 +261,7 @@ async def plain_copy_regression(dut, idle, stall):
     """CC off: random plain copies both ways (1..128 blocks: a plain descriptor is not a
     frame, so it may exceed frame_blocks), in flight together in disjoint ranges, with
     region and length errors among them; statuses in order and both memories against
-    :func:`tb.cc.gpu_tb.plain_copy`, with idle cycles and back-pressure on every stream."""
+    :func:`tb.cc.env.plain_copy`, with idle cycles and back-pressure on every stream."""
     tb = GpuTB(dut, idle=idle, stall=stall)
     await tb.power_on(Mode.OFF)
     bounce = Alloc(tb.BOUNCE)
@@ -293,3 +290,10 @@ async def plain_copy_regression(dut, idle, stall):
         await tb.drain()
     codes = [s["code"] for _, s in tb.statuses]
     assert codes.count(Status.OK) >= 3, f"only {codes.count(Status.OK)} copies succeeded"
+
+
+def test_gpu_cc():
+    """pytest entry: this module's cocotb tests on ``gpu_cc``."""
+    from tb.common.sim import run
+
+    run("gpu_cc", "tb.cc.test_gpu_cc")
