@@ -51,7 +51,7 @@ from amaranth.lib import data
 
 from hw.gpushield import BCU
 from hw.gpushield.engine import L1_ENTRIES
-from hw.gpushield.layout import CACHE_ENTRY, ID_BITS, RBT_ENTRY, VA_BITS, PtrType, uop_layout
+from hw.gpushield.layout import ID_BITS, VA_BITS, PtrType, cache_entry_layout, rbt_entry_layout, uop_layout
 
 from . import Harness, Property, freeze, registers, submodule
 
@@ -91,7 +91,7 @@ def soundness(mutant=None, lanes=LANES):
     h.assume(h.first | ~held | (dut.req.valid & (Value.cast(dut.req.payload) == payload_prev)))
     # the watched buffer: its encrypted id and its RBT entry
     watched = h.any_const(ID_BITS, "watched_enc_id")
-    entry = h.any_const(RBT_ENTRY, "watched_entry")
+    entry = h.any_const(rbt_entry_layout, "watched_entry")
     # the RBT memory, one request outstanding, any latency: a fetch for the watched id
     # (the micro-op in the engine's register E, whose fetch this is) returns the entry,
     # any other fetch a free value
@@ -107,7 +107,7 @@ def soundness(mutant=None, lanes=LANES):
     h.assume(~h.first | ~pend)
     # lemmas, checked in every cycle (the BMC then uses them in later steps): an L1 way
     # tagged with the watched id holds its entry, and so does the engine's answer for it
-    cached = Signal(CACHE_ENTRY, name="watched_cache_entry")
+    cached = Signal(cache_entry_layout, name="watched_cache_entry")
     m.d.comb += [cached.base.eq(entry.base), cached.size.eq(entry.size),
                  cached.valid.eq(entry.valid), cached.read_only.eq(entry.read_only),
                  cached.kernel_ok.eq(entry.kernel_id == kernel)]

@@ -34,19 +34,19 @@ from .checker import Checker
 from .engine import L1_ENTRIES, L1_INTERVAL, L2_ENTRIES, L2_INTERVAL, MISS_INTERVAL, Engine
 from .front import Front, front_registers
 from .layout import (
-    CACHE_ENTRY,
     COUNTER_BITS,
     ID_BITS,
     KERNEL_ID_BITS,
     KEY_BITS,
-    MEM_REQ,
-    MEM_RESP,
-    RESP,
     VA_BITS,
     Cause,
+    cache_entry_layout,
     check_lanes,
     log_layout,
+    mem_req_layout,
+    mem_resp_layout,
     req_layout,
+    resp_layout,
 )
 
 __all__ = ["BCU", "L1_ENTRIES", "L2_ENTRIES", "L1_INTERVAL", "L2_INTERVAL", "MISS_INTERVAL",
@@ -73,9 +73,9 @@ class BCU(wiring.Component):
     Attributes
     ----------
     req : In(stream.Signature(req_layout(lanes)))
-    resp : Out(stream.Signature(RESP))
-    mem_req : Out(stream.Signature(MEM_REQ))
-    mem_resp : In(stream.Signature(MEM_RESP))
+    resp : Out(stream.Signature(resp_layout))
+    mem_req : Out(stream.Signature(mem_req_layout))
+    mem_resp : In(stream.Signature(mem_resp_layout))
     rbt_base, kernel_id, id_key, precise, launch : In
         Configuration; ``kernel_id``, ``id_key`` and ``rbt_base`` are set before the
         ``launch`` pulse and kept until the next one (requests in flight at a launch are
@@ -99,9 +99,9 @@ class BCU(wiring.Component):
         self.scrub_cycles = L2_ENTRIES
         super().__init__({
             "req": In(stream.Signature(req_layout(lanes))),
-            "resp": Out(stream.Signature(RESP)),
-            "mem_req": Out(stream.Signature(MEM_REQ)),
-            "mem_resp": In(stream.Signature(MEM_RESP)),
+            "resp": Out(stream.Signature(resp_layout)),
+            "mem_req": Out(stream.Signature(mem_req_layout)),
+            "mem_resp": In(stream.Signature(mem_resp_layout)),
             "rbt_base": In(VA_BITS),
             "kernel_id": In(KERNEL_ID_BITS),
             "id_key": In(KEY_BITS),
@@ -119,7 +119,7 @@ class BCU(wiring.Component):
     def storage_bits():
         """``{"l1": bits, "l2": bits}`` of RCache state (tag + valid + entry per way, plus
         the replacement state)."""
-        way = ID_BITS + 1 + CACHE_ENTRY.size
+        way = ID_BITS + 1 + cache_entry_layout.size
         return {"l1": L1_ENTRIES * way + (L1_ENTRIES - 1), "l2": L2_ENTRIES * way + 6}
 
     def elaborate(self, platform):

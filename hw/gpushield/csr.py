@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In, Out
 from hw.csr import Access, Field, Register, RegisterFile, RegisterMap, Signature
 
 from .core import BCU
-from .layout import MEM_REQ, MEM_RESP, RESP, check_lanes, lane_bits, req_layout
+from .layout import check_lanes, lane_bits, mem_req_layout, mem_resp_layout, req_layout, resp_layout
 
 __all__ = ["BCUCSR", "register_map", "DOC_BEGIN", "DOC_END", "doc_table"]
 
@@ -85,9 +85,9 @@ class BCUCSR(wiring.Component):
         super().__init__({
             "csr": In(Signature(self.regmap.addr_width, self.regmap.data_width)),
             "req": In(stream.Signature(req_layout(lanes))),
-            "resp": Out(stream.Signature(RESP)),
-            "mem_req": Out(stream.Signature(MEM_REQ)),
-            "mem_resp": In(stream.Signature(MEM_RESP)),
+            "resp": Out(stream.Signature(resp_layout)),
+            "mem_req": Out(stream.Signature(mem_req_layout)),
+            "mem_resp": In(stream.Signature(mem_resp_layout)),
             "irq": Out(1),
         })
 

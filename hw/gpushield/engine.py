@@ -31,17 +31,17 @@ from hw.common import add, increment, wire
 
 from .cipher import decrypt_round
 from .layout import (
-    CACHE_ENTRY,
     COUNTER_BITS,
     ID_BITS,
     KERNEL_ID_BITS,
     KEY_BITS,
-    MEM_REQ,
-    MEM_RESP,
-    RBT_ENTRY,
     VA_BITS,
+    cache_entry_layout,
     check_lanes,
     check_layout,
+    mem_req_layout,
+    mem_resp_layout,
+    rbt_entry_layout,
     uop_layout,
 )
 
@@ -93,8 +93,8 @@ class Engine(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(uop_layout(lanes))),
             "o": Out(stream.Signature(check_layout(lanes))),
-            "mem_req": Out(stream.Signature(MEM_REQ)),
-            "mem_resp": In(stream.Signature(MEM_RESP)),
+            "mem_req": Out(stream.Signature(mem_req_layout)),
+            "mem_resp": In(stream.Signature(mem_resp_layout)),
             "rbt_base": In(VA_BITS),
             "kernel_id": In(KERNEL_ID_BITS),
             "id_key": In(KEY_BITS),
@@ -118,7 +118,7 @@ class Engine(wiring.Component):
             m.d.sync += op.stale.eq(1)
 
         l1 = self._l1(m, op.eid)
-        m.submodules.l2_data = l2_mem = Memory(shape=CACHE_ENTRY, depth=L2_ENTRIES, init=[])
+        m.submodules.l2_data = l2_mem = Memory(shape=cache_entry_layout, depth=L2_ENTRIES, init=[])
         l2 = self._l2(m, op.eid, l2_mem.read_port(), l2_mem.write_port())
         fetched = self._miss(m, op, state, wire(m, valid & op.lookup & ~l1.hit, "l1_miss"),
                              l2.hit, complete)
@@ -156,7 +156,7 @@ class Engine(wiring.Component):
         l1 = SimpleNamespace(
             valid=Signal(L1_ENTRIES, name="l1_valid"),
             tag=[Signal(ID_BITS, name=f"l1_tag{w}") for w in range(L1_ENTRIES)],
-            data=[Signal(CACHE_ENTRY, name=f"l1_data{w}") for w in range(L1_ENTRIES)],
+            data=[Signal(cache_entry_layout, name=f"l1_data{w}") for w in range(L1_ENTRIES)],
             plru=Signal(3, name="l1_plru"),  # [0]: 1 = victim in ways 2-3; [1]: way 1 of 0-1; [2]: way 3 of 2-3
         )
         l1.hitv = wire(m, Cat(l1.valid[w] & (l1.tag[w] == eid) for w in range(L1_ENTRIES)),
@@ -224,7 +224,7 @@ class Engine(wiring.Component):
     # ------------------------------------------------------------------ miss path
     def _miss(self, m, op, state, l1_miss, l2_hit, complete):
         """The state machine of a lookup and the RBT fetch; returns the fetched entry."""
-        fetched = Signal(CACHE_ENTRY, name="fetched")
+        fetched = Signal(cache_entry_layout, name="fetched")
         # Decryption round 0 in every cycle on E's micro-op, and the RBT address from it in
         # the next: both are ready, for the micro-op in E, from its L2_TAG / FETCH_REQ cycle.
         dec = Signal(ID_BITS, name="dec_id")
@@ -236,7 +236,7 @@ class Engine(wiring.Component):
             self.mem_req.payload.addr.eq(mem_addr),
             self.mem_resp.ready.eq(state == _State.FETCH_WAIT),
         ]
-        rbt = data.View(RBT_ENTRY, self.mem_resp.payload.data)
+        rbt = data.View(rbt_entry_layout, self.mem_resp.payload.data)
         with m.Switch(state):
             with m.Case(_State.LOOKUP):
                 with m.If(l1_miss):

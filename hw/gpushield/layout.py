@@ -4,13 +4,13 @@ The RTL (:mod:`hw.gpushield.core`), the golden model and driver shim (:mod:`sw.g
 and the testbenches (:mod:`tb.gpushield`) all take bit positions from here. Struct fields
 are packed in the order written, the first in the lowest bits.
 
-- :data:`POINTER` — a 64-bit tagged pointer: ``addr`` bits 47..0, ``meta`` bits 61..48
+- :data:`pointer_layout` — a 64-bit tagged pointer: ``addr`` bits 47..0, ``meta`` bits 61..48
   (the encrypted buffer id of a Type 2 pointer, or ``log2_size`` bits 53..48 and
   ``reserved`` bits 61..54 of a Type 3 pointer), ``type`` bits 63..62.
-- :data:`RBT_ENTRY` — one 128-bit Region Bounds Table entry (16 bytes in GPU memory).
-- :func:`req_layout` / :data:`RESP` / :data:`MEM_REQ` / :data:`MEM_RESP` — stream payloads.
+- :data:`rbt_entry_layout` — one 128-bit Region Bounds Table entry (16 bytes in GPU memory).
+- :func:`req_layout` / :data:`resp_layout` / :data:`mem_req_layout` / :data:`mem_resp_layout` — stream payloads.
 - :func:`log_layout` — the ``log_first`` output (our choice; see docs/gpushield.md).
-- :data:`CACHE_ENTRY` — what one RCache entry keeps besides its tag (RTL internal, and the
+- :data:`cache_entry_layout` — what one RCache entry keeps besides its tag (RTL internal, and the
   storage figure of the benchmark).
 - :func:`span_layout` / :func:`uop_layout` / :func:`check_layout` — what flows between the
   RTL's pipeline stages (internal; see hw/gpushield/core.py).
@@ -20,9 +20,9 @@ from amaranth.utils import bits_for
 
 __all__ = ["VA_BITS", "ID_BITS", "HALF_BITS", "KEY_BITS", "TAG_BITS", "KERNEL_ID_BITS",
            "SIZE_BITS", "COUNTER_BITS", "RBT_ENTRIES", "RBT_ENTRY_BYTES", "MAX_LANES",
-           "PtrType", "Cause", "T3_META", "POINTER", "RBT_ENTRY", "CACHE_ENTRY", "RESP",
-           "MEM_REQ", "MEM_RESP", "check_lanes", "lane_bits", "req_layout", "log_layout",
-           "span_layout", "uop_layout", "check_layout"]
+           "PtrType", "Cause", "t3_meta_layout", "pointer_layout", "rbt_entry_layout",
+           "cache_entry_layout", "resp_layout", "mem_req_layout", "mem_resp_layout", "check_lanes",
+           "lane_bits", "req_layout", "log_layout", "span_layout", "uop_layout", "check_layout"]
 
 VA_BITS = 48            # virtual address bits of a pointer
 ID_BITS = 14            # buffer id: 16,384 RBT entries
@@ -55,15 +55,15 @@ class Cause(enum.Enum, shape=3):
     POINTER_TYPE = 5     # a lane of invalid type, or of a type other than base's
 
 
-T3_META = data.StructLayout({"log2_size": 6, "reserved": 8})
+t3_meta_layout = data.StructLayout({"log2_size": 6, "reserved": 8})
 
-POINTER = data.StructLayout({
+pointer_layout = data.StructLayout({
     "addr": VA_BITS,
-    "meta": data.UnionLayout({"id": ID_BITS, "t3": T3_META}),
+    "meta": data.UnionLayout({"id": ID_BITS, "t3": t3_meta_layout}),
     "type": PtrType,
 })
 
-RBT_ENTRY = data.StructLayout({
+rbt_entry_layout = data.StructLayout({
     "base": VA_BITS,            # bits 47..0
     "size": SIZE_BITS,          # bits 79..48
     "valid": 1,                 # bit 80
@@ -74,7 +74,7 @@ RBT_ENTRY = data.StructLayout({
 
 # An RCache entry: the RBT entry with the kernel id already compared against the launch's
 # (the caches are flushed at every launch, so the comparison stays valid while cached).
-CACHE_ENTRY = data.StructLayout({
+cache_entry_layout = data.StructLayout({
     "base": VA_BITS,
     "size": SIZE_BITS,
     "valid": 1,
@@ -82,9 +82,9 @@ CACHE_ENTRY = data.StructLayout({
     "kernel_ok": 1,
 })
 
-RESP = data.StructLayout({"tag": TAG_BITS, "ok": 1, "cause": Cause})
-MEM_REQ = data.StructLayout({"addr": VA_BITS})
-MEM_RESP = data.StructLayout({"data": 128})
+resp_layout = data.StructLayout({"tag": TAG_BITS, "ok": 1, "cause": Cause})
+mem_req_layout = data.StructLayout({"addr": VA_BITS})
+mem_resp_layout = data.StructLayout({"data": 128})
 
 
 def check_lanes(lanes):
@@ -106,8 +106,8 @@ def req_layout(lanes=32):
     store: 1, tag: 16}``; lane *k*'s pointer in bits ``64k+63..64k`` of ``addr``."""
     check_lanes(lanes)
     return data.StructLayout({
-        "base": POINTER,
-        "addr": data.ArrayLayout(POINTER, lanes),
+        "base": pointer_layout,
+        "addr": data.ArrayLayout(pointer_layout, lanes),
         "mask": lanes,
         "size_log2": 2,
         "store": 1,
@@ -160,4 +160,4 @@ def uop_layout(lanes=32):
 
 def check_layout(lanes=32):
     """A micro-op with the RCache entry it is checked against (engine → comparator)."""
-    return data.StructLayout({**_op_fields(lanes), "entry": CACHE_ENTRY})
+    return data.StructLayout({**_op_fields(lanes), "entry": cache_entry_layout})

@@ -13,20 +13,20 @@
 from dataclasses import dataclass, field
 
 from hw.gpushield.layout import (
-    CACHE_ENTRY,
     HALF_BITS,
     ID_BITS,
     KEY_BITS,
-    POINTER,
-    RBT_ENTRY,
     RBT_ENTRY_BYTES,
-    T3_META,
     VA_BITS,
     Cause,
     PtrType,
+    cache_entry_layout,
     check_lanes,
     log_layout,
+    pointer_layout,
+    rbt_entry_layout,
     req_layout,
+    t3_meta_layout,
 )
 from sw.aes.model import SBOX
 from sw.common.payload import field_slices, pack, unpack
@@ -95,7 +95,7 @@ def unpack_fields(layout, value):
 
 
 def pointer(kind, addr, meta=0):
-    return pack_fields(POINTER, addr=addr & VA_MASK, meta=meta, type=PtrType(kind))
+    return pack_fields(pointer_layout, addr=addr & VA_MASK, meta=meta, type=PtrType(kind))
 
 
 def t1_pointer(addr):
@@ -107,11 +107,11 @@ def t2_pointer(addr, enc_id):
 
 
 def t3_pointer(addr, log2_size):
-    return pointer(PtrType.T3, addr, pack_fields(T3_META, log2_size=log2_size))
+    return pointer(PtrType.T3, addr, pack_fields(t3_meta_layout, log2_size=log2_size))
 
 
-_ADDR, _META, _TYPE = (field_slices(POINTER)[name] for name in ("addr", "meta", "type"))
-_RESERVED, _LOG2 = (field_slices(T3_META)[name] for name in ("reserved", "log2_size"))
+_ADDR, _META, _TYPE = (field_slices(pointer_layout)[name] for name in ("addr", "meta", "type"))
+_RESERVED, _LOG2 = (field_slices(t3_meta_layout)[name] for name in ("reserved", "log2_size"))
 _KINDS = list(PtrType)
 
 
@@ -142,18 +142,18 @@ def pointer_log2_size(p):
 
 def with_addr(p, addr):
     """*p* with its address bits replaced (pointer arithmetic keeps the tag)."""
-    f = unpack_fields(POINTER, p)
-    return pack_fields(POINTER, addr=addr & VA_MASK, meta=f["meta"], type=f["type"])
+    f = unpack_fields(pointer_layout, p)
+    return pack_fields(pointer_layout, addr=addr & VA_MASK, meta=f["meta"], type=f["type"])
 
 
 def pack_entry(base, size, valid=1, read_only=0, kernel_id=0):
     """A 128-bit RBT entry."""
-    return pack_fields(RBT_ENTRY, base=base, size=size, valid=valid, read_only=read_only,
+    return pack_fields(rbt_entry_layout, base=base, size=size, valid=valid, read_only=read_only,
                        kernel_id=kernel_id)
 
 
 def unpack_entry(word):
-    return unpack_fields(RBT_ENTRY, word)
+    return unpack_fields(rbt_entry_layout, word)
 
 
 # ---------------------------------------------------------------------------- requests
@@ -264,7 +264,7 @@ class BCUModel:
 
     @staticmethod
     def storage_bits():
-        way = ID_BITS + 1 + CACHE_ENTRY.size
+        way = ID_BITS + 1 + cache_entry_layout.size
         return {"l1": L1_ENTRIES * way + (L1_ENTRIES - 1), "l2": L2_ENTRIES * way + 6}
 
     # -------------------------------------------------------------- caches

@@ -8,7 +8,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from hw.gpushield.cipher import decrypt_id as rtl_decrypt
-from hw.gpushield.layout import POINTER, RBT_ENTRY, Cause, PtrType, log_layout, req_layout
+from hw.gpushield.layout import Cause, PtrType, log_layout, pointer_layout, rbt_entry_layout, req_layout
 from sw.gpushield.driver import Driver
 from sw.gpushield.model import (
     BCUModel,
@@ -91,7 +91,7 @@ def test_rtl_decrypt_matches_model():
 
 # ---------------------------------------------------------------------------- layouts
 def test_pointer_fields():
-    assert POINTER.size == 64 and RBT_ENTRY.size == 128
+    assert pointer_layout.size == 64 and rbt_entry_layout.size == 128
     assert req_layout(32).size == 64 + 64 * 32 + 32 + 2 + 1 + 16
     p = t2_pointer(0x1234_5678_9ABC, 0x2ABC)
     assert p == (1 << 62) | (0x2ABC << 48) | 0x1234_5678_9ABC

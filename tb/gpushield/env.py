@@ -13,7 +13,7 @@ from collections import deque
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from hw.gpushield.layout import MEM_REQ, RESP, Cause
+from hw.gpushield.layout import Cause, mem_req_layout, resp_layout
 from sw.gpushield.driver import Driver, SparseMemory
 from sw.gpushield.model import BCUModel, unpack_fields
 from sw.gpushield.traces import kernel, to_request
@@ -153,7 +153,7 @@ class BcuTB(TB):
             was_valid = bool(req_v and not req_r)
             exc = int(dut.exc.value)
             if int(dut.resp__valid.value) and int(dut.resp__ready.value):
-                got = unpack_fields(RESP, int(dut.resp__payload.value))
+                got = unpack_fields(resp_layout, int(dut.resp__payload.value))
                 self.answered.append(self.cycle)
                 if not self.expected:
                     self.fail(f"cycle {self.cycle}: unexpected response {got}")
@@ -183,7 +183,7 @@ class BcuTB(TB):
             if int(dut.mem_resp__valid.value) and int(dut.mem_resp__ready.value) and self._mem_sent:
                 self.mem_turnaround.append(self.cycle - self._mem_sent.popleft())
             if int(dut.mem_req__valid.value) and int(dut.mem_req__ready.value):
-                addr = unpack_fields(MEM_REQ, int(dut.mem_req__payload.value))["addr"]
+                addr = unpack_fields(mem_req_layout, int(dut.mem_req__payload.value))["addr"]
                 if not self.fetches:
                     self.fail(f"cycle {self.cycle}: unexpected RBT fetch at {addr:#x}")
                 else:

@@ -11,7 +11,7 @@ from amaranth.sim import Simulator
 from hw.csr import Access, Bridge, Field, Register, RegisterFile, RegisterMap, Signature
 from hw.gpushield import BCUCSR
 from hw.gpushield.csr import DOC, DOC_BEGIN, DOC_END, doc_table, register_map
-from hw.gpushield.layout import RESP, Cause
+from hw.gpushield.layout import Cause, resp_layout
 from sw.gpushield.driver import Driver, rbt_memory_process
 from sw.gpushield.model import BCUModel, WarpRequest, unpack_fields
 
@@ -226,7 +226,7 @@ def test_bcu_csr():
         async for _, _, v, rdy, p in ctx.tick().sample(dut.resp.valid, dut.resp.ready,
                                                       dut.resp.payload.as_value()):
             if v and rdy:
-                got.append(unpack_fields(RESP, p))
+                got.append(unpack_fields(resp_layout, p))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

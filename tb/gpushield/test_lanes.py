@@ -9,7 +9,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from hw.gpushield import BCU
-from hw.gpushield.layout import RESP
+from hw.gpushield.layout import resp_layout
 from sw.gpushield.driver import Driver, rbt_memory_process
 from sw.gpushield.model import BCUModel, WarpRequest, pointer, pointer_addr, unpack_fields
 
@@ -72,7 +72,7 @@ def test_lanes(lanes):
         async for _, _, v, rdy, p in ctx.tick().sample(dut.resp.valid, dut.resp.ready,
                                                       dut.resp.payload.as_value()):
             if v and rdy:
-                got.append(unpack_fields(RESP, p))
+                got.append(unpack_fields(resp_layout, p))
             ctx.set(dut.resp.ready, rng.random() < 0.7)
 
     sim = Simulator(dut)
