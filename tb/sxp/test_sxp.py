@@ -127,7 +127,11 @@ async def openssl_round_trips(dut):
     await tb.check_status()
 
 
+@cocotb.test()
+@cocotb.parametrize((("idle", "stall"), [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]))
 async def random_traffic(dut, idle, stall, frames=60):
+    """Random traffic on every stream, swept over full speed, idle with back-pressure and
+    heavy back-pressure (idle / stall probabilities on the sources / sinks)."""
     tb, rng, cfg, keys = await setup(dut, idle, stall)
     # writes and reads each on a random half of the contexts: some carry both directions
     wctx = rng.sample(range(CONTEXTS), max(1, CONTEXTS // 2))
@@ -215,21 +219,6 @@ async def random_traffic(dut, idle, stall, frames=60):
     await tb.drain()
     assert tb.model.exceptions, "control: the bad packets raised no exception"
     await tb.check_status()
-
-
-@cocotb.test()
-async def random_full_speed(dut):
-    await random_traffic(dut, 0.0, 0.0)
-
-
-@cocotb.test()
-async def random_idle_backpressure(dut):
-    await random_traffic(dut, 0.3, 0.3)
-
-
-@cocotb.test()
-async def random_heavy_backpressure(dut):
-    await random_traffic(dut, 0.1, 0.7)
 
 
 @cocotb.test()
