@@ -11,7 +11,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from sw.cavp import open_rsp, parse_rsp
 from tb.aes.env import CAVP_FILES, FLUSH, LATENCY, AesTB, openssl_encrypt
 from tb.common.scrub import Refusals, Scanner, aes_key_secrets
-from tb.common.stream import never, random_pause
+from tb.common.stream import TransferLog, never, random_pause
 
 
 @cocotb.test()
@@ -67,22 +67,9 @@ async def fixed_latency(dut):
     await tb.reset()
     while not int(dut.i__ready.value):  # the post-reset scrub
         await RisingEdge(tb.clk)
-    entered, left = [], []
-    cycle = 0
-
-    async def watch():
-        nonlocal cycle
-        while True:
-            await RisingEdge(tb.clk)
-            await ReadOnly()
-            cycle += 1
-            if int(dut.i__valid.value) and int(dut.i__ready.value):
-                entered.append(cycle)
-            if int(dut.o__valid.value) and int(dut.o__ready.value):
-                left.append(cycle)
-
-    cocotb.start_soon(watch())
-    await RisingEdge(tb.clk)  # the watcher is waiting on the next edge before anything is sent
+    log = TransferLog(dut, tb.clk, "i", "o")
+    await RisingEdge(tb.clk)  # the log is waiting on the next edge before anything is sent
+    entered, left = log.cycles["i"], log.cycles["o"]
     pairs = []
     for _ in range(64):
         key, block = random.randbytes(32), random.randbytes(16)

@@ -35,6 +35,7 @@ from .env import (
     outbound,
     read_frame,
     traffic,
+    traffic_under_new_keys,
 )
 
 # cycles desc and key are refused after reset while the staging buffer is scrubbed: the RTL's own
@@ -337,12 +338,7 @@ async def reset_scrubs(dut):
     await tb.drain()
     assert all(s["code"] is Status.NO_KEY for _, s in tb.statuses[-CHANNELS:])
     # the stale responses were dropped, not taken for data: new keys, traffic, all as the model
-    keys = [random.randbytes(32) for _ in range(CHANNELS)]
-    for ch in range(CHANNELS):
-        await tb.install(ch, keys[ch], 20)
-        chans[ch] = HostChannel(keys[ch], ch, 20)
-    await traffic(tb, chans, keys, prot, bounce, 200, 1)
-    await tb.drain()
+    await traffic_under_new_keys(tb, chans, prot, bounce, 20, 200)
 
 
 @cocotb.test()

@@ -28,7 +28,20 @@ from sw.cc.host import FrameError, HostChannel, blocks
 from sw.cc.model import Desc
 from tb.common.scrub import Refusals, Scanner, gcm_key_secrets
 
-from .env import CHANNELS, FRAME_BLOCKS, KEY_GO, PARAMS, REG, Alloc, GpuTB, fill, outbound, read_frame, traffic
+from .env import (
+    CHANNELS,
+    FRAME_BLOCKS,
+    KEY_GO,
+    PARAMS,
+    REG,
+    Alloc,
+    GpuTB,
+    fill,
+    outbound,
+    read_frame,
+    traffic,
+    traffic_under_new_keys,
+)
 
 GPU = GpuCC(**PARAMS)
 SCRUB = GPU.scrub_cycles          # desc refused after an FLR in CC on: the RTL's own constant
@@ -204,12 +217,7 @@ async def flr_scrubs_dma(dut):
     codes = [s["code"] for _, s in tb.statuses[-CHANNELS:]]
     assert codes == [Status.NO_KEY] * CHANNELS, f"after the FLR: {codes}, a key survived"
     # the stale responses were dropped, not routed to a read: new keys, traffic as the model
-    keys = [random.randbytes(32) for _ in range(CHANNELS)]
-    for ch in range(CHANNELS):
-        await tb.install(ch, keys[ch], 11)
-        chans[ch] = HostChannel(keys[ch], ch, 11)
-    await traffic(tb, chans, keys, prot, bounce, 100, 1)
-    await tb.drain()
+    await traffic_under_new_keys(tb, chans, prot, bounce, 11, 100)
 
 
 @cocotb.test()

@@ -16,7 +16,7 @@ from collections import deque
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-__all__ = ["StreamSource", "StreamSink", "random_pause", "never", "interleave"]
+__all__ = ["StreamSource", "StreamSink", "TransferLog", "random_pause", "never", "interleave"]
 
 
 def never():
@@ -124,6 +124,32 @@ class StreamSink(_Port):
             if ready and int(self.valid.value):
                 self.queue.append(int(self.payload.value))
                 self.received += 1
+
+
+class TransferLog:
+    """The cycles of every transfer on the stream ports *names* (``{name: [cycle, …]}`` in
+    ``cycles``), counted from the edge after it is created; for latency checks. Create it,
+    ``await`` an edge before offering anything (so its first sample is in the cycle of the
+    first transfer), and :meth:`stop` it when done."""
+
+    def __init__(self, dut, clk, *names):
+        self.cycles = {name: [] for name in names}
+        self._ports = [(getattr(dut, f"{n}__valid"), getattr(dut, f"{n}__ready"), self.cycles[n])
+                       for n in names]
+        self._task = cocotb.start_soon(self._run(clk))
+
+    async def _run(self, clk):
+        cycle = 0
+        while True:
+            await RisingEdge(clk)
+            await ReadOnly()
+            cycle += 1
+            for valid, ready, log in self._ports:
+                if int(valid.value) and int(ready.value):
+                    log.append(cycle)
+
+    def stop(self):
+        self._task.cancel()
 
 
 def interleave(lists, rng=random):

@@ -19,7 +19,7 @@ from hw.gcm.layout import Op
 from sw.gcm.model import j0_block
 from sw.gcm.vectors import blocks_of, cavp_cases, le
 from tb.common.scrub import Refusals, Scanner, gcm_frame_secrets, gcm_key_secrets
-from tb.common.stream import interleave
+from tb.common.stream import TransferLog, interleave
 from tb.gcm.env import (
     CONTEXTS,
     FLUSH,
@@ -140,25 +140,13 @@ async def fixed_latency(dut):
     tb = GcmTB(dut)
     await tb.reset()
     await _keyed(tb, range(4))
-    entered, left, cycle = [], [], 0
-
-    async def watch():
-        nonlocal cycle
-        while True:
-            await RisingEdge(tb.clk)
-            await ReadOnly()
-            cycle += 1
-            if int(dut.i__valid.value) and int(dut.i__ready.value):
-                entered.append(cycle)
-            if int(dut.o__valid.value) and int(dut.o__ready.value):
-                left.append(cycle)
-
-    watcher = cocotb.start_soon(watch())
-    await RisingEdge(tb.clk)    # the watcher waits on the next edge before anything is sent
+    log = TransferLog(dut, tb.clk, "i", "o")
+    await RisingEdge(tb.clk)    # the log waits on the next edge before anything is sent
+    entered, left = log.cycles["i"], log.cycles["o"]
     lists, frames = random_traffic(frames_per_ctx=2, max_blocks=4 * LANES + 2, rekey=0)
     ops = [it for lst in lists[:4] for it in lst if it[0] == "op"] + nop_items(16)
     await tb.run(ops)
-    watcher.cancel()
+    log.stop()
     assert len(entered) == len(left) == len(ops), (len(entered), len(left), len(ops))
     latencies = sorted({b - a for a, b in zip(entered, left)})
     assert latencies == [LATENCY], f"latencies {latencies} differ from GcmCore.latency = {LATENCY}"
