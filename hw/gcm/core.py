@@ -46,7 +46,7 @@ transfer to ``o.valid`` with ``o.ready`` high; one key install or beat per cycle
 sustained, any context order, the same context back to back included (key install then
 IV included: the powers of a fresh H are bypassed into the read-ahead). ``o.ready`` low
 stalls everything (``i.ready`` / ``key.ready`` fall in the same cycle): nothing is lost
-or duplicated. Counter arithmetic uses kept parallel-prefix carries (:func:`_prefix_and`).
+or duplicated. Counter arithmetic uses kept parallel-prefix carries (:func:`hw.common.increment`).
 
 Reset: flags, valids and the arbiter bit have ordinary resets. The wide registers
 (context key, nonce, beat index, H, H³, X; s0, P, x_r, pw, O data) are reset-less and
@@ -64,6 +64,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.aes import AES256
+from hw.common import increment
 
 from .ghash import gf128_mul, gf128_square
 from .layout import (
@@ -119,28 +120,6 @@ def _operand_layout(lanes):
 
 def _byteswap(v):
     return Cat(*(v[8 * k:8 * k + 8] for k in reversed(range(len(v) // 8))))
-
-
-def _prefix_and(m, bits, name):
-    """Sklansky parallel prefix: ``out[i]`` = AND of ``bits[0..i]`` in log2(n) levels.
-
-    Each level is a kept signal: left alone, ABC's area recovery folds any prefix
-    computation back into a ripple chain (the counter paths here measured 28 gate levels
-    that way)."""
-    cur, n, span, level = list(bits), len(bits), 1, 0
-    while span < n:
-        nxt = [cur[i] & cur[(i // span) * span - 1] if (i // span) % 2 else cur[i]
-               for i in range(n)]
-        sig = Signal(n, name=f"{name}_l{level}", attrs={"keep": 1})
-        m.d.comb += sig.eq(Cat(*nxt))
-        cur, span, level = [sig[i] for i in range(n)], span * 2, level + 1
-    return cur
-
-
-def _increment(m, v, name):
-    """v + 1 (mod 2^len(v)) with log-depth carries."""
-    carry = _prefix_and(m, [v[i] for i in range(len(v) - 1)], name)
-    return Cat(v[0] ^ 1, *(v[i] ^ carry[i - 1] for i in range(1, len(v))))
 
 
 def _counter_block(nonce, ctr):
@@ -276,7 +255,7 @@ class GcmCore(wiring.Component):
         # what the context stores for the beat after this one: b_next, b_next + 1 (from
         # the stored b + 1: an adder on the way into a context register, not into s0) and
         # at L = 1 b_next − 1 = (IV ? 0 : b)
-        b_next1 = Mux(is_iv, 2, _increment(m, beat1, "beat_inc"))
+        b_next1 = Mux(is_iv, 2, increment(m, beat1, "beat_inc"))
         self._write_input_contexts(m, key_take, i_take & ok, b_next, b_next1,
                                    Mux(is_iv, 0, beat))
 
