@@ -49,7 +49,7 @@ from sw.cc.host import HostChannel, blocks, iv_block
 from sw.cc.model import Bus, CCCtrlModel, CCDmaModel, Desc
 from tb.common.csr import CsrBus
 from tb.common.payload import pack, unpack
-from tb.common.scrub import bytes_secret, gcm_frame_secrets
+from tb.common.scrub import bytes_secret, gcm_frame_secrets, gcm_key_secrets
 from tb.common.sim import params
 from tb.common.stream import StreamSink, StreamSource, random_pause
 from tb.common.tb import TB
@@ -691,3 +691,14 @@ async def traffic_under_new_keys(tb, chans, prot, bounce, iv, tag0):
         await tb.drain()
     codes = [s["code"] for _, s in tb.statuses[-2 * CHANNELS:]]
     assert codes == [Status.OK] * (2 * CHANNELS), f"frames after the reset: {codes}"
+
+
+async def install_keys_with_secrets(tb, iv):
+    """A random key on every channel (first IV *iv*) for the reset-scrub scans: returns the
+    keys, the host shim's channels and the secrets each key leaves (round keys, H)."""
+    keys, chans = [], {}
+    for ch in range(CHANNELS):
+        keys.append(random.randbytes(32))
+        await tb.install(ch, keys[ch], iv)
+        chans[ch] = HostChannel(keys[ch], ch, iv)
+    return keys, chans, [s for k in keys for s in gcm_key_secrets(k)]

@@ -32,6 +32,7 @@ from .env import (
     fill,
     inbound,
     install_channels,
+    install_keys_with_secrets,
     outbound,
     read_frame,
     traffic,
@@ -281,12 +282,7 @@ async def reset_scrubs(dut):
     await ReadOnly()
     scanner.baseline()
     await RisingEdge(tb.clk)
-    keys, chans = [], {}
-    for ch in range(CHANNELS):
-        keys.append(random.randbytes(32))
-        await tb.install(ch, keys[ch], 5)
-        chans[ch] = HostChannel(keys[ch], ch, 5)
-    secrets = [s for k in keys for s in gcm_key_secrets(k)]
+    keys, chans, secrets = await install_keys_with_secrets(tb, 5)
     prot, bounce = Alloc(PROT), Alloc(BOUNCE)
     secrets += await traffic(tb, chans, keys, prot, bounce, 0, 2)
     await scanner.control(secrets, tb.clk, 2000, {s.kind for s in secrets})

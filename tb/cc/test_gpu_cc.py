@@ -26,7 +26,7 @@ from hw.cc.gpu import DMA_KEY_CTRL, DMA_KEY_IV
 from hw.cc.layout import Dir, Mode, Src, Status
 from sw.cc.host import FrameError, HostChannel, blocks
 from sw.cc.model import Desc
-from tb.common.scrub import Refusals, Scanner, gcm_key_secrets
+from tb.common.scrub import Refusals, Scanner
 
 from .env import (
     CHANNELS,
@@ -37,6 +37,7 @@ from .env import (
     Alloc,
     GpuTB,
     fill,
+    install_keys_with_secrets,
     outbound,
     read_frame,
     traffic,
@@ -174,13 +175,8 @@ async def flr_scrubs_dma(dut):
     await ReadOnly()
     scanner.baseline()
     await RisingEdge(tb.clk)
-    keys, chans = [], {}
-    for ch in range(CHANNELS):
-        keys.append(random.randbytes(32))
-        await tb.install(ch, keys[ch], 3)
-        chans[ch] = HostChannel(keys[ch], ch, 3)
+    keys, chans, secrets = await install_keys_with_secrets(tb, 3)
     assert (await tb.key_status())["installs"] == CHANNELS
-    secrets = [s for k in keys for s in gcm_key_secrets(k)]
     prot, bounce = Alloc(tb.PROT), Alloc(tb.BOUNCE)
     secrets += await traffic(tb, chans, keys, prot, bounce, 0, 2)
     kinds = {s.kind for s in secrets}
