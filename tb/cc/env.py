@@ -60,7 +60,6 @@ DEPTH = PARAMS.get("depth", 256)
 PROTECTED = PARAMS.get("protected", DEPTH * 3 // 4)
 CTRL_ADDR_BITS = (DEPTH - 1).bit_length()
 REQ, RESP = mem_req_layout(CTRL_ADDR_BITS), mem_resp_layout
-MEM_REQ, MEM_RESP = REQ, RESP
 REG = {r.name: r.addr for r in register_map()}
 # cc_dma (and gpu_cc's cc_dma)
 CHANNELS = PARAMS.get("channels", 4)
@@ -536,8 +535,8 @@ class GpuTB(DmaTB):
 
     async def ext_access(self, src, addr, write=0, data=0):
         """One access on the external device-memory port; returns the response dict."""
-        self.ext_src.send(pack(MEM_REQ, src=src, addr=addr, write=write, data=data))
-        return unpack(MEM_RESP, await self.ext_sink.recv(timeout_cycles=20_000))
+        self.ext_src.send(pack(REQ, src=src, addr=addr, write=write, data=data))
+        return unpack(RESP, await self.ext_sink.recv(timeout_cycles=20_000))
 
     # ------------------------------------------------------------------ descriptors
     def submit(self, d, label=None):
