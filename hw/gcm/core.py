@@ -15,7 +15,10 @@ successor can take its contents: ``o.ready`` low stalls everything that is full)
   decides ``err`` and updates *b* / nonce / ``active`` at once, so the next beat on the
   same context in the next cycle sees it. *b* + 1 (and at L = 1 the block count *b* − 1)
   are stored beside *b*, computed when *b* is written: no adder sits between the context
-  read and ``s0`` (the increment there made cc_dma's deepest path, 27 gate levels).
+  read and ``s0`` (the increment there made cc_dma's deepest path, 27 gate levels). Each
+  context computes its own update from its own registers (an incrementer per context), so
+  no ctx mux or adder sits between the input beat and a context register either (the
+  mux-then-increment path made itx_device's deepest path, 25 levels).
   Lane *k* of beat *b* (IV beat: b = 0) encrypts counter L·b + 1 + k, except MAC's tag
   lane L−1, which encrypts J0 (→ E_K(J0)). ``meta``
   carries the input beat, the frame's data-block count L·b + L − 2 (for the length
@@ -244,20 +247,13 @@ class GcmCore(wiring.Component):
 
         # Beat index b (the IV beat is b = 0) and b + 1, for the lane counters L·b + 1 + k.
         b_now = Mux(is_iv, 0, beat)
-        b_next = Signal(self._beat_bits)
-        m.d.comb += b_next.eq(Mux(is_iv, 1, beat1))
+        b_next = Mux(is_iv, 1, beat1)
         log_l = lanes.bit_length() - 1
         counters = [Cat(Const(k + 1, log_l), b_now) for k in range(lanes - 1)]
         counters.append(Mux(is_mac, 1, Cat(Const(0, log_l), b_next)))   # tag lane: J0
         count = Array(self._c_count)[ictx] if lanes == 1 else \
             Cat(Const(lanes - 2, log_l), beat)                            # L·b + L - 2
-
-        # what the context stores for the beat after this one: b_next, b_next + 1 (from
-        # the stored b + 1: an adder on the way into a context register, not into s0) and
-        # at L = 1 b_next − 1 = (IV ? 0 : b)
-        b_next1 = Mux(is_iv, 2, increment(m, beat1, "beat_inc"))
-        self._write_input_contexts(m, key_take, i_take & ok, b_next, b_next1,
-                                   Mux(is_iv, 0, beat))
+        self._write_input_contexts(m, key_take, tail_ok)
 
         # s0: the AES input register. Idle cycles and the reset cycle load zeros.
         s0_valid = Signal()
@@ -290,26 +286,36 @@ class GcmCore(wiring.Component):
             aes.i.payload.meta.eq(s0_meta),
         ]
 
-    def _write_input_contexts(self, m, key_take, op_ok, b_next, b_next1, b_next_less1):
-        """Key, nonce, beat index and flags: written by installs and accepted beats."""
+    def _write_input_contexts(self, m, key_take, tail_ok):
+        """Key, nonce, beat index and flags: written by installs and accepted beats.
+
+        Each context decides from its own registers, not from the values the input stage
+        read through the ctx mux: its own ``ok`` (has_key, active), and its next b, b + 1
+        and b − 1 from its own b and b + 1 (an incrementer per context). The paths from
+        the input beat into the context registers are then the op / ctx decode and the
+        IV's J0 tail compare, with no 16-way mux or adder in series (that path was the
+        deepest of itx_device, 25 gate levels)."""
         rst = ResetSignal()
         ip, kp = self.i.payload, self.key.payload
         ictx = ip.ctx
         is_iv, is_data, is_mac = ip.op == Op.IV, ip.op == Op.DATA, ip.op == Op.MAC
         i_take = self.i.valid & self.i.ready
-        beat_we = rst | (op_ok & (is_iv | is_data))
-        beat_wd = Mux(rst, 0, b_next)
-        beat1_wd = Mux(rst, 0, b_next1)
-        count_wd = Mux(rst, 0, b_next_less1)
-        nonce_we = rst | (op_ok & is_iv)
         nonce_wd = Mux(rst, 0, _lane(ip.block, 0)[:NONCE_BITS])
         key_wd = Mux(rst, 0, kp.key)
         for c in range(self.contexts):
-            with m.If(beat_we & (rst | (ictx == c))):
-                m.d.sync += [self._c_beat[c].eq(beat_wd), self._c_beat1[c].eq(beat1_wd)]
+            active, has_key = self._c_active[c], self._c_has_key[c]
+            ok = has_key & Mux(is_iv, ~active & tail_ok, (is_data | is_mac) & active)
+            take = i_take & (ictx == c)
+            beat_we = rst | (take & ok & (is_iv | is_data))
+            with m.If(beat_we):
+                beat1 = self._c_beat1[c]
+                m.d.sync += [
+                    self._c_beat[c].eq(Mux(rst, 0, Mux(is_iv, 1, beat1))),
+                    beat1.eq(Mux(rst, 0, Mux(is_iv, 2, increment(m, beat1, f"ctx{c}_beat_inc")))),
+                ]
                 if self._c_count:
-                    m.d.sync += self._c_count[c].eq(count_wd)
-            with m.If(nonce_we & (rst | (ictx == c))):
+                    m.d.sync += self._c_count[c].eq(Mux(rst | is_iv, 0, self._c_beat[c]))
+            with m.If(rst | (take & ok & is_iv)):
                 m.d.sync += self._c_nonce[c].eq(nonce_wd)
             key_we = rst | (key_take & (kp.ctx == c))
             if self._formal_mutant == "keep_key":
@@ -318,12 +324,12 @@ class GcmCore(wiring.Component):
                 m.d.sync += self._c_key[c].eq(key_wd)
             with m.If(key_take):
                 with m.If(kp.ctx == c):
-                    m.d.sync += [self._c_has_key[c].eq(1), self._c_active[c].eq(0)]
-            with m.Elif(i_take & (ictx == c)):
+                    m.d.sync += [self._c_has_key[c].eq(1), active.eq(0)]
+            with m.Elif(take):
                 with m.If(is_iv):
-                    m.d.sync += self._c_active[c].eq(op_ok)   # open, or abandon IV-on-active
-                with m.Elif(is_mac & op_ok):
-                    m.d.sync += self._c_active[c].eq(0)
+                    m.d.sync += active.eq(ok)             # open, or abandon IV-on-active
+                with m.Elif(is_mac & ok):
+                    m.d.sync += active.eq(0)
 
     # ---- P: operand stage ----------------------------------------------------------------
     def _operand_stage(self, m):
