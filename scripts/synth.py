@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hw.designs import available, by_folder  # noqa: E402
-from scripts.verilog import generate, param_suffix, verilog_body  # noqa: E402
+from scripts.verilog import generate, netlist_key, param_suffix  # noqa: E402
 
 __all__ = ["synthesise", "netlist_key", "design_rows", "docs_table", "replace_between", "write_area_doc",
            "doc_reports", "clock_gate", "longest_path", "NAND2_UM2_45NM", "LIBERTY", "ICG_MIN_BITS"]
@@ -129,17 +129,6 @@ def clock_gate(netlist, min_bits=ICG_MIN_BITS):
                            "connections": {"C": gck, "D": conn["D"], "Q": conn["Q"]}}
         icgs, gated = icgs + 1, gated + len(names)
     return icgs, gated
-
-
-_SRC_ATTRIBUTE = re.compile(rb'\(\* src = "[^"]*" \*\)\s*')
-
-
-def netlist_key(verilog):
-    """The text a synthesis result is cached on: the Verilog body without its ``src``
-    attributes (file:line of the Amaranth source), so that moving code about, or building
-    from another clone, keeps a design's report; any change of the logic or of a name
-    re-runs Yosys."""
-    return _SRC_ATTRIBUTE.sub(b"", verilog_body(verilog))
 
 
 def synthesise(name, params=None, force=False):

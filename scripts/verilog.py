@@ -20,7 +20,8 @@ sys.path.insert(0, str(ROOT))
 
 from hw.designs import DESIGNS, available, elaborate  # noqa: E402
 
-__all__ = ["VERILOG_DIR", "generate", "param_suffix", "verilog_body", "locked", "check_processes"]
+__all__ = ["VERILOG_DIR", "generate", "param_suffix", "verilog_body", "netlist_key", "netlist_digest",
+           "locked", "check_processes"]
 
 VERILOG_DIR = ROOT / "sim_build" / "verilog"
 
@@ -39,6 +40,23 @@ def verilog_body(path):
     does not rebuild it."""
     text = Path(path).read_bytes()
     return text.split(b"\n", 1)[1] if text.startswith(b"// source-hash:") else text
+
+
+_SRC_ATTRIBUTE = re.compile(rb'\(\* src = "[^"]*" \*\)\s*')
+
+
+def netlist_key(path):
+    """The text a synthesis result or a benchmark figure is keyed on: the Verilog body of
+    *path* without its ``src`` attributes (file:line of the Amaranth source), so that moving
+    code about, or building from another clone, keeps a design's figures; any change of the
+    logic or of a name is a new key."""
+    return _SRC_ATTRIBUTE.sub(b"", verilog_body(path))
+
+
+def netlist_digest(name, params=None):
+    """A short digest of design *name*'s netlist as the code builds it now (converts it if
+    needed): the provenance of a benchmark figure (docs/bench.md)."""
+    return hashlib.sha256(netlist_key(generate(name, params))).hexdigest()[:16]
 
 
 @contextlib.contextmanager

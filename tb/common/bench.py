@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["record", "run_bench"]
+__all__ = ["record", "run_bench", "provenance"]
 
 
 def record(**figures):
@@ -30,4 +30,13 @@ def run_bench(design, test_module, testcase=None, params=None):
     run(design, test_module, params=params, testcase=testcase, extra_env={"BENCH_OUT": str(out)})
     figures = json.loads(out.read_text())
     figures["wall_seconds"] = round(time.monotonic() - start, 1)
+    figures["provenance"] = provenance(design, params)
     return figures
+
+
+def provenance(design, params=None):
+    """What a figure was measured on: the design, its parameters and its netlist digest
+    (docs/bench.md marks the figure stale once the design's netlist changes)."""
+    from scripts.verilog import netlist_digest
+
+    return {"design": design, "params": dict(params or {}), "netlist": netlist_digest(design, params)}
