@@ -307,11 +307,17 @@ class GcmCore(wiring.Component):
             ok = has_key & Mux(is_iv, ~active & tail_ok, (is_data | is_mac) & active)
             take = i_take & (ictx == c)
             beat_we = rst | (take & ok & (is_iv | is_data))
+            # b + 2 as a kept net (a synthesis cut): without it ABC folds the write enable
+            # into the incrementer as its carry-in (q + we), which puts the late enable
+            # (i.ready, from o.ready) in series with the carry chain: 27 levels in gcm_core,
+            # where enable and increment side by side, then a mux, take about 16.
+            beat1 = self._c_beat1[c]
+            beat2 = Signal(self._beat_bits, name=f"ctx{c}_beat2", attrs={"keep": 1})
+            m.d.comb += beat2.eq(increment(m, beat1, f"ctx{c}_beat_inc"))
             with m.If(beat_we):
-                beat1 = self._c_beat1[c]
                 m.d.sync += [
                     self._c_beat[c].eq(Mux(rst, 0, Mux(is_iv, 1, beat1))),
-                    beat1.eq(Mux(rst, 0, Mux(is_iv, 2, increment(m, beat1, f"ctx{c}_beat_inc")))),
+                    beat1.eq(Mux(rst, 0, Mux(is_iv, 2, beat2))),
                 ]
                 if self._c_count:
                     m.d.sync += self._c_count[c].eq(Mux(rst | is_iv, 0, self._c_beat[c]))
