@@ -7,6 +7,16 @@ the buffer the warp's pointer derives from, and per lane a ``(buffer, byte offse
 with the pointers of a launch. Every op of every kernel is in bounds (and no store goes
 to a read-only buffer): the no-false-positive traces.
 
+Each kernel also describes its memory instructions for the compiler's bounds analysis
+(:meth:`Kernel.describe`, a :class:`~sw.gpushield.analysis.KernelDesc`: buffers, loop and
+thread variables with their ranges, one affine or non-affine access per instruction), and
+every op names the instruction it comes from (``WarpOp.access``). A kernel built with
+``analysis=True`` is the kernel as compiled with the analysis: the ops of the instructions
+:func:`~sw.gpushield.analysis.analyse` proves in bounds are Type 1 (``unchecked``). With
+``analysis=False`` (the default: the regression and the RCache benchmark need the checked
+streams) every op is checked — Type 2, or Type 3 for Type 3 buffers. The two streams have
+the same ops, lanes and offsets; only ``unchecked`` differs.
+
 :func:`violations` yields requests that a correct BCU must reject, one per kind.
 """
 import math
@@ -15,6 +25,7 @@ from dataclasses import dataclass
 
 from hw.gpushield.layout import VA_BITS, Cause
 
+from .analysis import Access, BufferDesc, Guard, KernelDesc, Var, analyse, loop
 from .model import WarpRequest, decrypt_id, encrypt_id, pointer_addr, pointer_eid, t1_pointer, t2_pointer, with_addr
 
 __all__ = ["WarpOp", "Kernel", "KERNELS", "kernel", "to_request", "violations", "VIOLATIONS"]
@@ -29,7 +40,8 @@ class WarpOp:
     lanes: list                 # per lane: (buffer, byte offset) or None
     size_log2: int = F32
     store: bool = False
-    unchecked: bool = False     # Type 1 (the compiler proved it safe)
+    unchecked: bool = False     # Type 1 (the compiler's analysis proved the instruction in bounds)
+    access: str = None          # the memory instruction (an Access of the kernel's description)
 
 
 def to_request(op, launch, tag=0, lanes=LANES):
@@ -47,29 +59,66 @@ def to_request(op, launch, tag=0, lanes=LANES):
     return WarpRequest(ptr(op.base, 0), addrs, mask, op.size_log2, op.store, tag & 0xFFFF)
 
 
-def _warp(buf, offsets, store=False, size_log2=F32, unchecked=False):
-    """An op on one buffer: lane k at byte offsets[k] (None = inactive)."""
-    offsets = list(offsets) + [None] * (LANES - len(offsets))
-    return WarpOp(buf, [None if o is None else (buf, o) for o in offsets], size_log2, store, unchecked)
-
-
 def _elems(first, n, limit, scale=4):
     """Byte offsets of elements first .. first+n-1 below *limit* (others inactive)."""
     return [scale * i if i < limit else None for i in range(first, first + n)]
 
 
+def _threads(warps):
+    """Variables of a 1-D launch of *warps* warps: the warp, the lane, and the thread
+    index ``32 warp + lane``."""
+    warp, lane = loop("warp", warps), loop("lane", LANES)
+    return warp, lane, LANES * warp + lane
+
+
 class Kernel:
     name = "kernel"
 
-    def __init__(self, seed=0, **params):
+    def __init__(self, seed=0, analysis=False, **params):
         self.rng = random.Random(seed)
+        self.analysis = bool(analysis)
         self.params = params
+        self._proven = None
 
     def setup(self, driver):
         raise NotImplementedError
 
     def ops(self):
         raise NotImplementedError
+
+    def describe(self):
+        """The :class:`~sw.gpushield.analysis.KernelDesc` of the kernel as set up."""
+        raise NotImplementedError
+
+    def verdicts(self):
+        """The analysis's :class:`~sw.gpushield.analysis.Verdict` per instruction."""
+        return analyse(self.describe())
+
+    def _type1(self, access, store, size_log2):
+        """Whether the ops of instruction *access* are Type 1: proven, and only when the
+        kernel is compiled with the analysis."""
+        if not self.analysis:
+            return False
+        if self._proven is None:
+            desc = self.describe()
+            self._proven = {a.name: (v.proven, a.store, a.elem_bytes)
+                            for a, v in zip(desc.accesses, analyse(desc).values())}
+        if access not in self._proven:
+            raise ValueError(f"{self.name}: op of instruction {access!r}, which the description lacks")
+        proven, d_store, d_bytes = self._proven[access]
+        if (d_store, d_bytes) != (store, 1 << size_log2):
+            raise ValueError(f"{self.name}: instruction {access} is described as store={d_store}, "
+                             f"{d_bytes} bytes; its op is store={store}, {1 << size_log2} bytes")
+        return proven
+
+    def _op(self, access, base, lanes, store=False, size_log2=F32):
+        """An op of instruction *access*: lanes as ``(buffer, byte offset)`` or None."""
+        lanes = list(lanes) + [None] * (LANES - len(lanes))
+        return WarpOp(base, lanes, size_log2, store, self._type1(access, store, size_log2), access)
+
+    def _warp(self, access, buf, offsets, store=False, size_log2=F32):
+        """An op on one buffer: lane k at byte offsets[k] (None = inactive)."""
+        return self._op(access, buf, [None if o is None else (buf, o) for o in offsets], store, size_log2)
 
 
 class VecAdd(Kernel):
@@ -85,9 +134,19 @@ class VecAdd(Kernel):
     def ops(self):
         for w in range(math.ceil(self.n / LANES)):
             off = _elems(w * LANES, LANES, self.n)
-            yield _warp("a", off)
-            yield _warp("b", off)
-            yield _warp("c", off, store=True)
+            yield self._warp("load a[i]", "a", off)
+            yield self._warp("load b[i]", "b", off)
+            yield self._warp("store c[i]", "c", off, store=True)
+
+    def describe(self):
+        warp, lane, i = _threads(math.ceil(self.n / LANES))
+        if_i = (Guard(i, 0, self.n - 1),)       # if (i < n)
+        return KernelDesc(self.name,
+                          (BufferDesc("a", 4 * self.n, True), BufferDesc("b", 4 * self.n, True),
+                           BufferDesc("c", 4 * self.n)),
+                          (warp, lane),
+                          (Access("load a[i]", "a", 4, i, guards=if_i), Access("load b[i]", "b", 4, i, guards=if_i),
+                           Access("store c[i]", "c", 4, i, store=True, guards=if_i)))
 
 
 class Strided(Kernel):
@@ -102,13 +161,24 @@ class Strided(Kernel):
     def ops(self):
         for w in range(math.ceil(self.n / LANES)):
             idx = range(w * LANES, (w + 1) * LANES)
-            yield _warp("x", [4 * i * self.stride for i in idx])
-            yield _warp("y", [4 * i for i in idx], store=True)
+            yield self._warp("load x[i*stride]", "x", [4 * i * self.stride for i in idx])
+            yield self._warp("store y[i]", "y", [4 * i for i in idx], store=True)
+
+    def describe(self):
+        # no guard: every lane of every warp runs (in bounds only when 32 divides n)
+        warp, lane, i = _threads(math.ceil(self.n / LANES))
+        return KernelDesc(self.name,
+                          (BufferDesc("x", 4 * self.n * self.stride, True), BufferDesc("y", 4 * self.n)),
+                          (warp, lane),
+                          (Access("load x[i*stride]", "x", 4, self.stride * i),
+                           Access("store y[i]", "y", 4, i, store=True)))
 
 
 class Stencil2D(Kernel):
-    """5-point stencil on a W x H grid; the centre load is Type 1 (proven in bounds)."""
+    """5-point stencil on a W x H grid (interior points only)."""
     name = "stencil2d"
+    TAPS = (("load grid[y-1][x]", -1, 0), ("load grid[y+1][x]", 1, 0),
+            ("load grid[y][x-1]", 0, -1), ("load grid[y][x+1]", 0, 1))
 
     def setup(self, d, width=64, height=34):
         self.w, self.h = width, height
@@ -121,10 +191,22 @@ class Stencil2D(Kernel):
             for x0 in range(0, w, LANES):
                 xs = [x if 0 < x < w - 1 else None for x in range(x0, x0 + LANES)]
                 at = lambda dy, dx: [None if x is None else 4 * ((y + dy) * w + x + dx) for x in xs]  # noqa: E731
-                yield _warp("grid", at(0, 0), unchecked=True)
-                for dy, dx in ((-1, 0), (1, 0), (0, -1), (0, 1)):
-                    yield _warp("grid", at(dy, dx))
-                yield _warp("out", at(0, 0), store=True)
+                yield self._warp("load grid[y][x]", "grid", at(0, 0))
+                for access, dy, dx in self.TAPS:
+                    yield self._warp(access, "grid", at(dy, dx))
+                yield self._warp("store out[y][x]", "out", at(0, 0), store=True)
+
+    def describe(self):
+        w = self.w
+        y = Var("y", 1, self.h - 2)                             # for y in 1 .. h-2
+        xw, lane, x = _threads(math.ceil(w / LANES))            # x = 32 xw + lane
+        if_x = (Guard(x, 1, w - 2),)                            # if (0 < x < w - 1)
+        taps = [Access(name, "grid", 4, (y + dy) * w + x + dx, guards=if_x) for name, dy, dx in self.TAPS]
+        return KernelDesc(self.name,
+                          (BufferDesc("grid", 4 * w * self.h, True), BufferDesc("out", 4 * w * self.h)),
+                          (y, xw, lane),
+                          (Access("load grid[y][x]", "grid", 4, y * w + x, guards=if_x), *taps,
+                           Access("store out[y][x]", "out", 4, y * w + x, store=True, guards=if_x)))
 
 
 class MatMul(Kernel):
@@ -144,10 +226,23 @@ class MatMul(Kernel):
             for tj in range(n // t):
                 for kt in range(n // t):
                     for r in range(t):
-                        yield _warp("A", [4 * ((ti * t + r) * n + kt * t + c) for c in range(t)])
-                        yield _warp("B", [4 * ((kt * t + r) * n + tj * t + c) for c in range(t)])
+                        yield self._warp("load A tile", "A", [4 * ((ti * t + r) * n + kt * t + c) for c in range(t)])
+                        yield self._warp("load B tile", "B", [4 * ((kt * t + r) * n + tj * t + c) for c in range(t)])
                 for r in range(t):
-                    yield _warp("C", [4 * ((ti * t + r) * n + tj * t + c) for c in range(t)], store=True)
+                    yield self._warp("store C tile", "C", [4 * ((ti * t + r) * n + tj * t + c) for c in range(t)],
+                                     store=True)
+
+    def describe(self):
+        n, t = self.n, LANES
+        ti, tj, kt = (loop(v, n // t) for v in ("ti", "tj", "kt"))     # block (ti, tj), k tile kt
+        r, c = loop("r", t), loop("lane", t)                           # warp r, lane c
+        return KernelDesc(self.name,
+                          (BufferDesc("A", 4 * n * n, True), BufferDesc("B", 4 * n * n, True),
+                           BufferDesc("C", 4 * n * n)),
+                          (ti, tj, kt, r, c),
+                          (Access("load A tile", "A", 4, (ti * t + r) * n + kt * t + c),
+                           Access("load B tile", "B", 4, (kt * t + r) * n + tj * t + c),
+                           Access("store C tile", "C", 4, (ti * t + r) * n + tj * t + c, store=True)))
 
 
 class GatherScatter(Kernel):
@@ -167,10 +262,22 @@ class GatherScatter(Kernel):
     def ops(self):
         for w in range(self.n // LANES):
             idx = range(w * LANES, (w + 1) * LANES)
-            yield _warp("idx", [4 * i for i in idx])
-            yield _warp("perm", [4 * i for i in idx])
-            yield _warp("table", [4 * self.idx[i] for i in idx])
-            yield _warp("out", [4 * self.perm[i] for i in idx], store=True)
+            yield self._warp("load idx[i]", "idx", [4 * i for i in idx])
+            yield self._warp("load perm[i]", "perm", [4 * i for i in idx])
+            yield self._warp("load table[idx[i]]", "table", [4 * self.idx[i] for i in idx])
+            yield self._warp("store out[perm[i]]", "out", [4 * self.perm[i] for i in idx], store=True)
+
+    def describe(self):
+        warp, lane, i = _threads(self.n // LANES)
+        n = self.n
+        return KernelDesc(self.name,
+                          (BufferDesc("idx", 4 * n, True), BufferDesc("perm", 4 * n, True),
+                           BufferDesc("table", 4 * self.table, True), BufferDesc("out", 4 * n)),
+                          (warp, lane),
+                          (Access("load idx[i]", "idx", 4, i), Access("load perm[i]", "perm", 4, i),
+                           Access("load table[idx[i]]", "table", 4, why="gather: the index is loaded from idx[]"),
+                           Access("store out[perm[i]]", "out", 4, store=True,
+                                  why="scatter: the index is loaded from perm[]")))
 
 
 class BFS(Kernel):
@@ -199,23 +306,37 @@ class BFS(Kernel):
             nxt = []
             for w in range(0, len(frontier), LANES):
                 vs = frontier[w:w + LANES]
-                yield _warp("row_ptr", [4 * v for v in vs])
-                yield _warp("row_ptr", [4 * (v + 1) for v in vs])
+                yield self._warp("load row_ptr[v]", "row_ptr", [4 * v for v in vs])
+                yield self._warp("load row_ptr[v+1]", "row_ptr", [4 * (v + 1) for v in vs])
                 deg = [self.row[v + 1] - self.row[v] for v in vs]
                 for j in range(max(deg)):
                     live = [k for k, v in enumerate(vs) if deg[k] > j]
                     edges = [self.row[vs[k]] + j if k in live else None for k in range(len(vs))]
-                    yield _warp("col", [None if e is None else 4 * e for e in edges])
+                    yield self._warp("load col[e]", "col", [None if e is None else 4 * e for e in edges])
                     us = [None if e is None else self.col[e] for e in edges]
-                    yield _warp("dist", [None if u is None else 4 * u for u in us])
+                    yield self._warp("load dist[u]", "dist", [None if u is None else 4 * u for u in us])
                     new = [u if u is not None and dist[u] is None else None for u in us]
                     if any(u is not None for u in new):
-                        yield _warp("dist", [None if u is None else 4 * u for u in new], store=True)
+                        yield self._warp("store dist[u]", "dist", [None if u is None else 4 * u for u in new],
+                                         store=True)
                     for u in new:
                         if u is not None and dist[u] is None:
                             dist[u] = level + 1
                             nxt.append(u)
             frontier, level = nxt, level + 1
+
+    def describe(self):
+        v = "v is a frontier vertex, loaded from the previous level's output"
+        e = "e = row_ptr[v] + j: loaded from row_ptr[]"
+        u = "u = col[e]: a neighbour loaded from col[]"
+        return KernelDesc(self.name,
+                          (BufferDesc("row_ptr", 4 * (self.nodes + 1), True),
+                           BufferDesc("col", 4 * len(self.col), True), BufferDesc("dist", 4 * self.nodes)),
+                          (),
+                          (Access("load row_ptr[v]", "row_ptr", 4, why=v),
+                           Access("load row_ptr[v+1]", "row_ptr", 4, why=v),
+                           Access("load col[e]", "col", 4, why=e), Access("load dist[u]", "dist", 4, why=u),
+                           Access("store dist[u]", "dist", 4, store=True, why=u)))
 
 
 class ManyBuffers(Kernel):
@@ -232,8 +353,15 @@ class ManyBuffers(Kernel):
         for w in range(self.n // LANES):
             off = [4 * i for i in range(w * LANES, (w + 1) * LANES)]
             for j in range(self.k):
-                yield _warp(f"in{j}", off)
-            yield _warp("out", off, store=True)
+                yield self._warp(f"load in{j}[i]", f"in{j}", off)
+            yield self._warp("store out[i]", "out", off, store=True)
+
+    def describe(self):
+        warp, lane, i = _threads(self.n // LANES)
+        ins = [BufferDesc(f"in{j}", 4 * self.n, True) for j in range(self.k)]
+        return KernelDesc(self.name, (*ins, BufferDesc("out", 4 * self.n)), (warp, lane),
+                          (*(Access(f"load {b.name}[i]", b.name, 4, i) for b in ins),
+                           Access("store out[i]", "out", 4, i, store=True)))
 
 
 class LocalArrays(Kernel):
@@ -250,7 +378,13 @@ class LocalArrays(Kernel):
             names = self.locals[w * LANES:(w + 1) * LANES]
             for j in range(self.words):
                 for store in (True, False):
-                    yield WarpOp(names[0], [(nm, 4 * j) for nm in names], F32, store)
+                    access = "store local[j]" if store else "load local[j]"
+                    yield self._op(access, names[0], [(nm, 4 * j) for nm in names], store)
+
+    def describe(self):
+        j = loop("j", self.words)
+        return KernelDesc(self.name, (BufferDesc("local", 4 * self.words, per_thread=True),), (j,),
+                          (Access("store local[j]", "local", 4, j, store=True), Access("load local[j]", "local", 4, j)))
 
 
 class PointerArray(Kernel):
@@ -266,8 +400,16 @@ class PointerArray(Kernel):
     def ops(self):
         for w in range(self.n // LANES):
             idx = range(w * LANES, (w + 1) * LANES)
-            yield WarpOp("buf0", [(f"buf{i % self.k}", 4 * i) for i in idx])
-            yield _warp("out", [4 * i for i in idx], store=True)
+            yield self._op("load bufs[i%k][i]", "buf0", [(f"buf{i % self.k}", 4 * i) for i in idx])
+            yield self._warp("store out[i]", "out", [4 * i for i in idx], store=True)
+
+    def describe(self):
+        warp, lane, i = _threads(self.n // LANES)
+        bufs = [BufferDesc(f"buf{j}", 4 * self.n, True) for j in range(self.k)]
+        return KernelDesc(self.name, (*bufs, BufferDesc("out", 4 * self.n)), (warp, lane),
+                          (Access("load bufs[i%k][i]", "buf0", 4,
+                                  why="the pointer is loaded from a pointer array: its buffer is data-dependent"),
+                           Access("store out[i]", "out", 4, i, store=True)))
 
 
 class HeapKernel(Kernel):
@@ -282,8 +424,16 @@ class HeapKernel(Kernel):
     def ops(self):
         for w in range(self.warps):
             chunk = 64 * self.rng.randrange(self.size // 64)
-            yield _warp("heap", [chunk + 8 * (k % 8) for k in range(LANES)], size_log2=3)
-            yield _warp("out", [8 * (w * LANES + k) for k in range(LANES)], size_log2=3, store=True)
+            yield self._warp("load chunk[k%8]", "heap", [chunk + 8 * (k % 8) for k in range(LANES)], size_log2=3)
+            yield self._warp("store out[i]", "out", [8 * (w * LANES + k) for k in range(LANES)], size_log2=3,
+                             store=True)
+
+    def describe(self):
+        warp, lane, i = _threads(self.warps)
+        return KernelDesc(self.name, (BufferDesc("heap", self.size), BufferDesc("out", 8 * LANES * self.warps)),
+                          (warp, lane),
+                          (Access("load chunk[k%8]", "heap", 8, why="the chunk pointer comes from device-side malloc"),
+                           Access("store out[i]", "out", 8, i, store=True)))
 
 
 class Type3Stream(Kernel):
@@ -298,18 +448,25 @@ class Type3Stream(Kernel):
     def ops(self):
         for w in range(self.n // LANES // 4):
             off = [4 * i for i in range(w * LANES, (w + 1) * LANES)]
-            yield _warp("a", off)
-            yield _warp("b", off)
-            yield _warp("c", off, store=True)
+            yield self._warp("load a[i]", "a", off)
+            yield self._warp("load b[i]", "b", off)
+            yield self._warp("store c[i]", "c", off, store=True)
+
+    def describe(self):
+        warp, lane, i = _threads(self.n // LANES // 4)      # a quarter of each buffer
+        return KernelDesc(self.name, tuple(BufferDesc(b, 4 * self.n) for b in "abc"), (warp, lane),
+                          (Access("load a[i]", "a", 4, i), Access("load b[i]", "b", 4, i),
+                           Access("store c[i]", "c", 4, i, store=True)))
 
 
 KERNELS = {k.name: k for k in (VecAdd, Strided, Stencil2D, MatMul, GatherScatter, BFS,
                                ManyBuffers, LocalArrays, PointerArray, HeapKernel, Type3Stream)}
 
 
-def kernel(name, driver, seed=0, **params):
-    """Kernel *name* with its buffers allocated in *driver*."""
-    k = KERNELS[name](seed)
+def kernel(name, driver, seed=0, analysis=False, **params):
+    """Kernel *name* with its buffers allocated in *driver*; *analysis*: compiled with the
+    bounds analysis (its proven instructions are Type 1)."""
+    k = KERNELS[name](seed, analysis)
     k.setup(driver, **params)
     return k
 
