@@ -1,7 +1,8 @@
 # The commands our users type. Every target creates/updates the project virtualenv
 # (.venv, from pyproject.toml) on first use; all output goes to sim_build/.
 #
-#   make sim   [BLOCK=<block>] [SEED=<n>] [JOBS=<n>]   cocotb regression on Verilator (the main job)
+#   make sim   [BLOCK=<block>] [SEED=<n>] [JOBS=<n>] [SHARD=<i>/<N>]   cocotb regression on Verilator (the main job)
+#   make sim-merge [SHARDS=<N>]             merge the shards' JUnit files into sim_build/reports/sim.xml
 #   make test                               lint + golden-model/script unit tests + contracts + regression
 #   make lint                               ruff (configuration in pyproject.toml)
 #   make verilog                            sim_build/verilog/<design>.v for every design
@@ -22,6 +23,12 @@ CONTRACTS := ../shared/tools/check_contracts.py
 JOBS ?= 1
 XDIST = $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile)
 
+# SHARD=i/N runs shard i (1-based) of N of the selected tests, balanced by expected cost
+# (tb/common/shard.py), and writes its JUnit XML to sim-<i>of<N>.xml; `make sim-merge`
+# merges the shards' files (a CI matrix: one machine per shard, then one merge job)
+SHARDING = $(if $(SHARD),-p tb.common.shard --shard $(SHARD))
+SIM_XML = $(REPORTS)/$(if $(SHARD),sim-$(subst /,of,$(strip $(SHARD))),sim).xml
+
 ifneq ($(SEED),)
 export SEED
 endif
@@ -31,7 +38,7 @@ export PYTHONPATH := $(CURDIR)
 # that is software only (ccu) runs its tests in sw/<block>; a name with no tests fails
 # (scripts/blocks.py)
 
-.PHONY: all sim test lint unit verilog contracts waves synth bench formal clean distclean venv
+.PHONY: all sim sim-merge test lint unit verilog contracts waves synth bench formal clean distclean venv
 all: test
 
 venv: $(READY)
@@ -45,8 +52,11 @@ $(READY): pyproject.toml
 sim: $(READY)
 	@mkdir -p $(REPORTS)
 	@paths=$$($(PY) -m scripts.blocks $(BLOCK)) || exit 2; \
-	echo "$(PY) -m pytest $$paths $(XDIST) -v -s"; \
-	$(PY) -m pytest $$paths $(XDIST) -v -s -p no:cacheprovider --junitxml=$(REPORTS)/sim.xml
+	echo "$(PY) -m pytest $$paths $(XDIST) $(SHARDING) -v -s"; \
+	$(PY) -m pytest $$paths $(XDIST) $(SHARDING) -v -s -p no:cacheprovider --junitxml=$(SIM_XML)
+
+sim-merge: $(READY)
+	$(PY) scripts/merge_junit.py $(if $(SHARDS),--shards $(SHARDS)) --out $(REPORTS)/sim.xml $(REPORTS)
 
 lint: $(READY)
 	$(VENV)/bin/ruff check hw sw tb scripts formal

@@ -7,7 +7,8 @@ when the Verilog or the flags change), runs the cocotb tests of *test_module* in
 names the failing test, its message and the seed that reproduces it.
 
 Environment: ``SEED`` fixes the random seed; ``WAVES=1`` writes a trace to
-``sim_build/waves/<pytest test>.fst`` (``.vcd`` without lz4) from a build with tracing
+``sim_build/waves/<pytest test>.fst`` (``.vcd`` without lz4, renamed for GTKWave:
+:func:`tb.common.toolchain.gtkwave_safe_vcd`) from a build with tracing
 compiled in (``sim_build/verilator/<design><params>-waves/``; the regression's builds leave
 tracing out, which halves their C++ compile time); ``TESTCASE`` runs only the
 named cocotb test(s) (comma separated).
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from scripts.verilog import ROOT, generate, locked, param_suffix, verilog_body
 
-from .toolchain import setup_verilator, wave_format
+from .toolchain import gtkwave_safe_vcd, setup_verilator, wave_format
 
 __all__ = ["run", "params", "CaseResult", "RESULTS", "SIM_BUILD", "CLOCK_PERIOD_NS", "CASES_DIR"]
 
@@ -169,7 +170,7 @@ def run(design, test_module, params=None, testcase=None, extra_env=None):
     setup_verilator()
     params = dict(params or {})
     waves = os.environ.get("WAVES", "0") not in ("", "0")
-    trace = wave_format()
+    trace = wave_format() if waves else None    # FST may need a package installed: only when asked
     hdl = generate(design, params)
     build_dir = _build(design, params, hdl, trace if waves else None)
 
@@ -201,6 +202,8 @@ def run(design, test_module, params=None, testcase=None, extra_env=None):
     except subprocess.CalledProcessError:
         pass
     if waves:
+        if trace == "vcd" and wave_file.exists():
+            gtkwave_safe_vcd(wave_file)
         print(f"\n[sim] waves: {wave_file}", file=sys.stderr)
     if not results_xml.exists():
         tail = log_file.read_text()[-3000:] if log_file.exists() else ""

