@@ -293,7 +293,7 @@ def replace_between(text, body, begin=DOC_BEGIN, end=DOC_END):
     try:
         i, j = lines.index(begin), lines.index(end)
     except ValueError:
-        raise ValueError(f"{AREA_DOC.name}: markers {begin!r} / {end!r} not found") from None
+        raise ValueError(f"markers {begin!r} / {end!r} not found") from None
     return "\n".join(lines[:i + 1] + body + lines[j:])
 
 
@@ -332,6 +332,9 @@ def main():
     print(f"\nwritten: {(REPORTS / 'area.json').relative_to(ROOT)}, {(REPORTS / 'area.md').relative_to(ROOT)}")
     if write_area_doc(available()):
         print(f"updated: {AREA_DOC.relative_to(ROOT)} (the table of every design)")
+    from scripts.bench import write_line_rate_doc
+    if write_line_rate_doc():
+        print("updated: docs/line-rate.md (its table)")
 
 
 if __name__ == "__main__":

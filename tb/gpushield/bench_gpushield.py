@@ -30,6 +30,8 @@ from tb.gpushield.env import BcuTB
 MEM_LATENCY = 20
 PAPER = {"l1_hit": "near 100 % on most kernels (4 entries)", "storage": "14.2 KB (NVIDIA config)",
          "area": "0.0858 mm2 at 45 nm"}
+# the kernels with at most 4 live buffers (the L1 RCache's ways) and Type 2 lookups
+FEW_BUFFERS = ("streaming", "strided", "stencil2d", "matmul", "gather_scatter", "bfs", "heap")
 ORDER = ["streaming", "strided", "stencil2d", "matmul", "gather_scatter", "bfs", "heap",
          "type3", "many_buffers", "mixed_ids", "local"]
 # larger than the regression's defaults, so that cold misses weigh less
@@ -147,6 +149,15 @@ def bench():
     figures = run_bench("bcu", "tb.gpushield.bench_gpushield", "patterns")
     # the per-pattern numbers go to the JSON report; the table lines are printed
     rows = figures.pop("patterns")
+    # the spread over the kernels whose live buffers fit the L1 RCache's 4 ways, and the
+    # slowest kernel of all, for the README's headline (docs/bench.md)
+    few = [rows[name] for name in FEW_BUFFERS]
+    warps = [r["warps_per_cycle"] for r in few]
+    l1 = [r["l1_hit_pct"] for r in few]
+    figures["few_buffers_warps_per_cycle_range"] = f"{min(warps):.2f}–{max(warps):.2f}"
+    figures["few_buffers_l1_hit_pct_range"] = f"{min(l1):.1f}–{max(l1):.1f}"
+    slowest = min(rows, key=lambda name: rows[name]["warps_per_cycle"])
+    figures["slowest_kernel"] = f"{slowest}: {rows[slowest]['warps_per_cycle']:.3f} warps/cycle"
     from tb.common.sim import SIM_BUILD
     out = SIM_BUILD / "reports" / "bench" / "gpushield_patterns.json"
     out.write_text(json.dumps(rows, indent=1))
