@@ -39,7 +39,7 @@ from .traces import KERNELS, LANES, kernel, to_request
 __all__ = ["LsuConfig", "BcuTiming", "LsuOp", "Run", "annotate", "trace_ops", "simulate", "overhead_pct", "table",
            "kernel_figures", "figures", "TRACE_PARAMS", "ORDER", "PAPER", "main"]
 
-# The trace sizes of the BCU benchmark (tb/gpushield/bench_gpushield.py PARAMS), seed 1
+# The kernels and trace sizes of the BCU benchmark (tb/gpushield/bench_gpushield.py imports them), seed 1
 ORDER = ["streaming", "strided", "stencil2d", "matmul", "gather_scatter", "bfs", "heap",
          "type3", "many_buffers", "mixed_ids", "local"]
 TRACE_PARAMS = {"streaming": {"n": 16384}, "strided": {"n": 8192}, "stencil2d": {"height": 66},

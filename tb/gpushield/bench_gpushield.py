@@ -23,6 +23,8 @@ import time
 import cocotb
 
 from hw.gpushield.core import BCU, pipeline_depth
+from sw.gpushield.lsu_model import ORDER
+from sw.gpushield.lsu_model import TRACE_PARAMS as PARAMS  # larger than the regression's: cold misses weigh less
 from sw.gpushield.traces import KERNELS
 from tb.common.bench import record
 from tb.gpushield.env import BcuTB
@@ -32,13 +34,6 @@ PAPER = {"l1_hit": "near 100 % on most kernels (4 entries)", "storage": "14.2 KB
          "area": "0.0858 mm2 at 45 nm"}
 # the kernels with at most 4 live buffers (the L1 RCache's ways) and Type 2 lookups
 FEW_BUFFERS = ("streaming", "strided", "stencil2d", "matmul", "gather_scatter", "bfs", "heap")
-ORDER = ["streaming", "strided", "stencil2d", "matmul", "gather_scatter", "bfs", "heap",
-         "type3", "many_buffers", "mixed_ids", "local"]
-# larger than the regression's defaults, so that cold misses weigh less
-PARAMS = {"streaming": {"n": 16384}, "strided": {"n": 8192}, "stencil2d": {"height": 66},
-          "matmul": {"n": 96}, "gather_scatter": {"n": 4096}, "bfs": {"nodes": 4096},
-          "heap": {"warps": 512}, "type3": {"log2": 16}, "many_buffers": {"n": 4096},
-          "mixed_ids": {"n": 4096}, "local": {"threads": 64, "words": 16}}
 
 
 @cocotb.test()
