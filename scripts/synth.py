@@ -269,7 +269,7 @@ def docs_table(rows):
 
 _ROW = re.compile(r"^\| `(?P<design>\w+)` \| (?P<kge>[\d,.]+) \| (?P<kge_mux>[\d,.]+) \| "
                   r"(?P<um2>[\d,]+) \| (?P<ff>[\d,]+) \| (?P<levels>\d+) \| "
-                  r"`(?P<start>[^`]*)` → `(?P<end>[^`]*)` \| `(?P<hash>[0-9a-f?]+)` \|", re.M)
+                  r"`(?P<start>[^`]*)` → `(?P<end>[^`]*)` \| `(?P<hash>[0-9a-f?]+)` \| (?P<state>[^|]*?) \|", re.M)
 
 
 def doc_reports(text):
@@ -283,7 +283,7 @@ def doc_reports(text):
         "area_um2_45nm": number(row["um2"]), "flip_flops": int(number(row["ff"])),
         "longest_path_levels": int(row["levels"]),
         "longest_path_from": row["start"], "longest_path_to": row["end"],
-        "source": "docs/area.md"} for row in _ROW.finditer(text)}
+        "state": row["state"], "source": "docs/area.md"} for row in _ROW.finditer(text)}
 
 
 def replace_between(text, body, begin=DOC_BEGIN, end=DOC_END):

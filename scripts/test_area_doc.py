@@ -20,9 +20,10 @@ def test_rows_say_current_stale_or_missing():
 
 def test_doc_rows_read_back():
     """A fresh clone has no cached reports: the table's rows stand in for them."""
-    md = docs_table([("aes256", REPORT, True), ("itx_device", None, False)])
+    md = docs_table([("aes256", REPORT, True), ("sxp", REPORT, False), ("itx_device", None, False)])
     back = doc_reports("\n".join(md))
-    assert set(back) == {"aes256"}
+    assert set(back) == {"aes256", "sxp"}
+    assert back["aes256"]["state"] == "current" and back["sxp"]["state"].startswith("stale"), back
     for key in ("hash", "area_um2_45nm", "flip_flops", "longest_path_levels", "longest_path_from",
                 "longest_path_to"):
         assert back["aes256"][key] == REPORT[key], key

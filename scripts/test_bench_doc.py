@@ -72,17 +72,16 @@ def test_every_benchmark_is_on_the_page(module):
         f"docs/bench.md has no entry from `make bench BLOCK={module}`: run it"
 
 
-def test_headlines_render_figures_and_flag_stale_or_missing():
+def test_headlines_render_figures_and_flag_stale_or_missing(monkeypatch):
     entries = {"ccu": {"boot_ms": 6.5, "provenance": {}}}
-    saved = bench.HEADLINES
-    try:
-        bench.HEADLINES = (("CCU", "boot {ccu[boot_ms]:.1f} ms", "make bench BLOCK=ccu"),
-                           ("SXP", "{sxp_x4[bytes]} B", "make bench BLOCK=sxp"))
-        md = bench.headline_table(entries, {"ccu": "stale"})
-    finally:
-        bench.HEADLINES = saved
+    monkeypatch.setattr(bench, "HEADLINES", (
+        ("CCU", "boot {ccu[boot_ms]:.1f} ms", "make bench BLOCK=ccu"),
+        ("SXP", "{sxp_x4[bytes]} B", "make bench BLOCK=sxp"),
+        ("CC", "{ccu[ratio]}", "make bench BLOCK=cc")))
+    md = bench.headline_table(entries, {"ccu": "stale"})
     assert md[2] == "| CCU | boot 6.5 ms (**stale**: the design changed since) | `make bench BLOCK=ccu` |"
     assert md[3] == "| SXP | not measured yet (sxp_x4) | `make bench BLOCK=sxp` |"
+    assert md[4] == "| CC | not measured yet (ratio missing) | `make bench BLOCK=cc` |"
 
 
 def test_readme_quotes_the_latest_measurements():
@@ -98,12 +97,9 @@ def test_readme_quotes_the_latest_measurements():
 def test_line_rate_table_is_what_bench_and_area_render():
     """docs/line-rate.md's table is what docs/bench.md and docs/area.md render to (make bench
     and make synth rewrite it; a hand edit or a stale copy fails here)."""
-    from scripts.synth import AREA_DOC, doc_reports
-    bench_text, area_text = bench.BENCH_DOC.read_text(), AREA_DOC.read_text()
-    area = {name: (r, "| current |" in bench._area_row(area_text, name)) for name, r in doc_reports(area_text).items()}
     lines = bench.LINE_RATE_DOC.read_text().split("\n")
     table = lines[lines.index(bench.LINE_RATE_BEGIN) + 1:lines.index(bench.LINE_RATE_END)]
-    assert table == bench.line_rate_table(bench.doc_entries(bench_text), bench.doc_states(bench_text), area)
+    assert table == bench.documented_line_rate_table()
 
 
 def test_line_rate_rows_divide_area_by_all_blocks_per_cycle():
