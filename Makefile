@@ -10,6 +10,10 @@
 #   make synth [BLOCK=<design or block>]    Yosys area report (GE, µm² at 45 nm, gate levels)
 #   make bench [BLOCK=<block>]              every benchmark, one table, sim_build/reports/bench.json
 #   make formal [BLOCK=<block>] [PROPERTY=<name>]   formal properties (BMC / k-induction), sim_build/reports/formal.json
+#   make coverage [BLOCK=<block>] [JOBS=<n>]   regression with Verilator line/toggle and functional coverage,
+#                                           sim_build/reports/{coverage,functional}.{json,md}, coverage-html/
+#   make soak [CAMPAIGN=<name>] [COUNT=<n>|HOURS=<h>] [SHARD=<i>/<N>] [SEED=<base>]   soak campaigns
+#                                           (sxp_system, gcm, bcu), sim_build/reports/soak.json; RERUN=<seed>
 
 PYTHON ?= python3
 VENV   := .venv
@@ -21,6 +25,7 @@ CONTRACTS := ../shared/tools/check_contracts.py
 # JOBS=n runs the regression in n pytest-xdist workers (a test file per worker at a time, so
 # one file's Verilator builds are never raced; builds and conversions are locked anyway)
 JOBS ?= 1
+comma := ,
 XDIST = $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile)
 
 # SHARD=i/N runs shard i (1-based) of N of the selected tests, balanced by expected cost
@@ -38,7 +43,7 @@ export PYTHONPATH := $(CURDIR)
 # that is software only (ccu) runs its tests in sw/<block>; a name with no tests fails
 # (scripts/blocks.py)
 
-.PHONY: all sim sim-merge test lint unit verilog contracts waves synth bench formal clean distclean venv
+.PHONY: all sim sim-merge test lint unit verilog contracts waves synth bench formal coverage soak clean distclean venv
 all: test
 
 venv: $(READY)
@@ -86,6 +91,20 @@ bench: $(READY)
 
 formal: $(READY)
 	$(PY) scripts/formal.py $(BLOCK) $(if $(PROPERTY),--property $(PROPERTY))
+
+# coverage builds are Verilator builds of their own (sim_build/verilator/<design>-cov/), so
+# `make sim` never pays for coverage; fails on a failed test or a functional bin never hit
+coverage: $(READY)
+	$(PY) -m scripts.coverage run $(BLOCK) --jobs $(JOBS)
+
+# soak campaigns (scripts/soak.py; not part of sim/test, whose smoke test is tb/common/test_soak.py):
+# COUNT attempts per campaign (default: its target) or HOURS of fresh seeds each, SHARD=i/N takes
+# every N-th seed, SEED the base seed (default fresh); RERUN=<seed> reruns one failing seed with waves
+soak: $(READY)
+	@mkdir -p $(REPORTS)
+	$(PY) -m scripts.soak $(subst $(comma), ,$(CAMPAIGN)) $(if $(COUNT),--count $(COUNT)) \
+		$(if $(HOURS),--hours $(HOURS)) $(if $(SHARD),--shard $(SHARD)) $(if $(SEED),--seed $(SEED)) \
+		$(if $(RERUN),--rerun $(RERUN)) $(if $(PER_SEED),--per-seed $(PER_SEED))
 
 clean:
 	rm -rf sim_build

@@ -54,6 +54,8 @@ from tb.common.sim import params
 from tb.common.stream import StreamSink, StreamSource, random_pause
 from tb.common.tb import TB
 
+from .cover import CtrlCoverage
+
 PARAMS = params()
 # cc_ctrl (and gpu_cc's cc_ctrl)
 DEPTH = PARAMS.get("depth", 256)
@@ -97,6 +99,7 @@ class CtrlTB(TB):
         self.errors = []
         self.cycle = 0
         self.eeprom = Mode.OFF         # the board's EEPROM bit
+        self.cover = CtrlCoverage()    # functional cover points (tb/cc/cover.py)
         cocotb.start_soon(self._flr_driver())
         cocotb.start_soon(self._monitor())
 
@@ -172,6 +175,7 @@ class CtrlTB(TB):
             self.pending_reads = []
             if int(dut.rst.value):
                 m.power_on(int(dut.mode_nv.value))
+                self.cover.power_on()
                 self.expect_resp.clear()
                 continue
             outs = {"mode": (int(dut.mode.value), m.active.value),
@@ -200,6 +204,7 @@ class CtrlTB(TB):
                         self.errors.append(f"cycle {self.cycle}: response to {request} = "
                                            f"({got['data']:#x}, {got['ok']}), model {want}")
                     self.responses.append((request, got))
+            self.cover.cycle(m, flr, req)
             try:
                 out = m.step(flr, hbus, fbus, req, resp_take)
             except AssertionError as e:

@@ -267,6 +267,28 @@ async def firewall(dut):
 
 
 @cocotb.test()
+async def firewall_at_power_on(dut):
+    """The mode loaded from the mode store at power-on governs the firewall at once, before
+    any FLR: in CC on and devtools a host read of protected memory is refused and reads
+    zero while the DMA reads it; in CC off both read it. (The functional bins
+    cc_access.mode_x_flr "<mode> × before_flr".)"""
+    tb = CtrlTB(dut)
+    for mode in MODES:
+        await tb.power_on(mode)
+        assert int(dut.mode.value) == mode.value, f"mode {int(dut.mode.value)} after power-on with {mode.name}"
+        addr = random.randrange(PROTECTED)
+        secret = 0x5EC << 64 | addr
+        await tb.mem_access(Src.DMA, addr, 1, secret)
+        host = await tb.mem_access(Src.HOST, addr)
+        allowed = mode is Mode.OFF
+        assert (host["ok"], host["data"]) == (int(allowed), secret if allowed else 0), \
+            f"{mode.name} at power-on: host read of protected {addr:#x} gave {host}"
+        dma = await tb.mem_access(Src.DMA, addr)
+        assert (dma["ok"], dma["data"]) == (1, secret), f"{mode.name} at power-on: DMA read gave {dma}"
+    tb.check()
+
+
+@cocotb.test()
 async def perf_counters_and_scrub(dut):
     """Counters count in CC off, stay zero in CC on (even enabled by firmware), count in
     devtools. During a scrub the host reads zero except CC_MODE (scrubbing = 1), the

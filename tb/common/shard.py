@@ -24,6 +24,10 @@ __all__ = ["parse_shard", "weight", "assign", "select", "WEIGHTS", "DEFAULT_WEIG
 # added to the regression should get a line here (without one it weighs DEFAULT_WEIGHT).
 WEIGHTS = {
     "tb/aes/test_aes.py::test_aes256": 45,
+    # the soak smoke runs on the sxp_system, gcm_core and bcu builds the block tests make
+    "tb/common/test_soak.py::test_soak_smoke[sxp_system]": 12,
+    "tb/common/test_soak.py::test_soak_smoke[gcm]": 8,
+    "tb/common/test_soak.py::test_soak_smoke[bcu]": 5,
     "tb/cc/test_cc_ctrl.py::test_cc_ctrl": 115,
     "tb/cc/test_cc_dma.py::test_cc_dma": 190,
     "tb/cc/test_gpu_cc.py::test_gpu_cc": 310,
@@ -38,6 +42,7 @@ WEIGHTS = {
     "tb/gpushield/test_csr.py::test_bcu_csr": 20,                      # Amaranth simulator
     "tb/gpushield/test_lanes.py::test_lanes[3]": 20,                   # Amaranth simulator
     "tb/gpushield/test_lanes.py::test_lanes[64]": 40,                  # Amaranth simulator
+    "tb/gpushield/test_engine.py::test_launch_during_fetches": 3,      # Amaranth simulator
     "tb/itx/test_itx.py::test_itx_device": 300,
     "tb/itx/test_itx.py::test_parameters_rejected": 1,
     "tb/itx/test_itx.py::test_icu_registers_documented": 1,

@@ -11,7 +11,12 @@ Environment: ``SEED`` fixes the random seed; ``WAVES=1`` writes a trace to
 :func:`tb.common.toolchain.gtkwave_safe_vcd`) from a build with tracing
 compiled in (``sim_build/verilator/<design><params>-waves/``; the regression's builds leave
 tracing out, which halves their C++ compile time); ``TESTCASE`` runs only the
-named cocotb test(s) (comma separated).
+named cocotb test(s) (comma separated). ``SIM_COVERAGE=1`` (``make coverage``; not
+``COVERAGE``, which cocotb reads as a request for Python code coverage) builds with
+Verilator's line and toggle coverage, in build directories of their own
+(``…-cov/``: the regression's builds never pay for it), and writes each pytest test's
+``coverage.dat`` and functional bins (``functional.json``, :mod:`tb.common.cover`) to
+``sim_build/coverage/<tb folder>/<pytest test>/`` for ``scripts/coverage.py``.
 """
 import ast
 import hashlib
@@ -30,7 +35,8 @@ from scripts.verilog import ROOT, generate, locked, param_suffix, verilog_body
 
 from .toolchain import gtkwave_safe_vcd, setup_verilator, wave_format
 
-__all__ = ["run", "params", "CaseResult", "RESULTS", "SIM_BUILD", "CLOCK_PERIOD_NS", "CASES_DIR"]
+__all__ = ["run", "params", "CaseResult", "RESULTS", "SIM_BUILD", "CLOCK_PERIOD_NS", "CASES_DIR",
+           "COVERAGE_DIR", "coverage_enabled"]
 
 SIM_BUILD = ROOT / "sim_build"
 CLOCK_PERIOD_NS = 10  # every testbench clocks at 100 MHz, so simulated cycles = sim ns / 10
@@ -46,6 +52,12 @@ VERILATOR_FLAGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UN
 # run-once code (OPT_SLOW) stays unoptimised: at -O1 its symbol-table constructor alone
 # compiles for tens of minutes.
 CXX_OPT = os.environ.get("SIM_CXX_OPT", "-O1")
+# `SIM_COVERAGE=1` builds: line (statement and branch) and toggle coverage. Toggle coverage skips
+# signals wider than --coverage-max-width (256 by default); the widest data paths are the
+# 512-bit beats at lanes 4 and the packed stream payloads around them, so every bit of them
+# is counted.
+COVERAGE_FLAGS = ["--coverage-line", "--coverage-toggle", "--coverage-max-width", "4096"]
+COVERAGE_DIR = SIM_BUILD / "coverage"   # <tb folder>/<pytest test>/{coverage.dat,functional.json}
 
 
 @dataclass
@@ -63,19 +75,26 @@ RESULTS: list[CaseResult] = []  # every cocotb test run in this pytest process (
 CASES_DIR = SIM_BUILD / "reports" / "cases"
 
 
-def _build(design, params, hdl_path, trace):
+def coverage_enabled():
+    """Whether this run collects coverage (``SIM_COVERAGE=1``, set by ``make coverage``)."""
+    return os.environ.get("SIM_COVERAGE", "0") not in ("", "0")
+
+
+def _build(design, params, hdl_path, trace, coverage=False):
     # a build with tracing compiled in is twice as costly to compile (measured on gcm_core:
-    # 55 s against 28 s of C++), so only `WAVES=1` runs get one, in a directory of its own
-    suffix = "-waves" if trace else ""
+    # 55 s against 28 s of C++), so only `WAVES=1` runs get one, in a directory of its own;
+    # coverage builds (slower to compile and to run) likewise
+    suffix = ("-cov" if coverage else "") + ("-waves" if trace else "")
     build_dir = SIM_BUILD / "verilator" / f"{design}{param_suffix(params)}{suffix}"
     with locked(build_dir):
-        return _build_locked(design, params, hdl_path, trace, build_dir)
+        return _build_locked(design, params, hdl_path, trace, build_dir, coverage)
 
 
-def _build_locked(design, params, hdl_path, trace, build_dir):
+def _build_locked(design, params, hdl_path, trace, build_dir, coverage=False):
     from cocotb_tools.runner import get_runner
 
-    flags = VERILATOR_FLAGS + ([f"--trace-{trace}", "--trace-structs"] if trace else [])
+    flags = (VERILATOR_FLAGS + ([f"--trace-{trace}", "--trace-structs"] if trace else [])
+             + (COVERAGE_FLAGS if coverage else []))
     make_opt = f"OPT_FAST={CXX_OPT}"
     key = hashlib.sha256(verilog_body(hdl_path) + " ".join(flags + [make_opt]).encode()).hexdigest()
     stamp = build_dir / "build.stamp"
@@ -172,7 +191,8 @@ def run(design, test_module, params=None, testcase=None, extra_env=None):
     waves = os.environ.get("WAVES", "0") not in ("", "0")
     trace = wave_format() if waves else None    # FST may need a package installed: only when asked
     hdl = generate(design, params)
-    build_dir = _build(design, params, hdl, trace if waves else None)
+    coverage = coverage_enabled()
+    build_dir = _build(design, params, hdl, trace if waves else None, coverage)
 
     name = _test_name()
     test_dir = SIM_BUILD / "tests" / name
@@ -185,6 +205,14 @@ def run(design, test_module, params=None, testcase=None, extra_env=None):
         test_args = ["--trace", "--trace-file", str(wave_file)]
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "SIM_PARAMS": repr(params), **(extra_env or {})}
+    plusargs = []
+    if coverage:
+        cov_dir = COVERAGE_DIR / test_module.split(".")[1] / name
+        cov_dir.mkdir(parents=True, exist_ok=True)
+        for stale in ("coverage.dat", "functional.json"):
+            (cov_dir / stale).unlink(missing_ok=True)
+        plusargs = [f"+verilator+coverage+file+{cov_dir / 'coverage.dat'}"]
+        env["FCOV_FILE"] = str(cov_dir / "functional.json")     # tb.common.cover writes it at exit
     results_xml = test_dir / "results.xml"
 
     from cocotb_tools.runner import get_runner
@@ -195,7 +223,7 @@ def run(design, test_module, params=None, testcase=None, extra_env=None):
         runner.test(test_module=test_module, hdl_toplevel=design, hdl_toplevel_lang="verilog",
                     build_dir=build_dir, test_dir=test_dir, seed=seed,
                     test_filter=_test_filter(testcase) if testcase else None,
-                    test_args=test_args, extra_env=env, results_xml=str(results_xml),
+                    test_args=test_args, plusargs=plusargs, extra_env=env, results_xml=str(results_xml),
                     log_file=log_file, waves=False)
     except SystemExit:
         pass  # cocotb's runner exits on failure; the results file says what failed

@@ -25,6 +25,8 @@ from tb.common.sim import params
 from tb.common.stream import StreamSink, StreamSource, never, random_pause
 from tb.common.tb import TB
 
+from .cover import GcmCoverage
+
 __all__ = ["GcmTB", "CONTEXTS", "LANES", "MAX_FRAME_BLOCKS", "FLUSH", "LATENCY", "KEY_LAYOUT", "IN_LAYOUT",
            "OUT_LAYOUT", "ZERO_ERR", "fmt", "legal_lengths", "frame_items", "frame_outputs", "nop_items",
            "random_traffic", "check_openssl"]
@@ -55,6 +57,7 @@ class GcmTB(TB):
         self.labels = deque()      # label of every op sent, in send order
         self.results = []          # (label, o payload dict) of every checked output
         self.errors = []
+        self.cover = GcmCoverage()     # functional cover points (tb/gcm/cover.py)
         cocotb.start_soon(self._monitor())
         cocotb.start_soon(self._check())
 
@@ -72,8 +75,10 @@ class GcmTB(TB):
             if key_fire:
                 k = unpack(KEY_LAYOUT, dut.key__payload.value)
                 self.model.install_key(k["ctx"], k["key"])
+                self.cover.key(k["ctx"])
             if i_fire:
                 op = unpack(IN_LAYOUT, dut.i__payload.value)
+                self.cover.beat(self.model, op["ctx"], op["op"], op["block"], LANES)
                 answer = self.model.step(op["block"], op["ctx"], op["op"], op["decrypt"])
                 label = self.labels.popleft() if self.labels else None
                 self.expected.append((answer, op, label))
@@ -128,6 +133,7 @@ class GcmTB(TB):
     async def reset(self, cycles=2):
         await super().reset(cycles)
         self.model.reset()
+        self.cover.reset()
 
 
 def fmt(d):

@@ -259,6 +259,27 @@ async def key_install_abandons_frame(dut):
 
 
 @cocotb.test()
+async def key_install_right_before_mac(dut):
+    """A key install between a frame's DATA and its MAC abandons the frame: the MAC right
+    after the install errs (block 0, no tag), as a DATA there does; the IV after it opens a
+    new frame. (The functional bin gcm_op.op_x_switch "MAC × after_key".)"""
+    tb = GcmTB(dut)
+    await tb.reset()
+    await _keyed(tb, [5])
+    for op in (Op.MAC, Op.DATA):
+        await tb.run([("op", 5, Op.IV, beat(j0_block(random.randbytes(12))), 0, ("iv", op.name)),
+                      ("op", 5, Op.DATA, beat(random.getrandbits(128)), 0, ("data", op.name)),
+                      ("key", 5, random.randbytes(32)),
+                      ("op", 5, op, beat(random.getrandbits(128)), 1, ("after_key", op.name))])
+    got = {lab: (g["err"], g["block"], g["tag_ok"]) for lab, g in tb.results}
+    assert len(got) == 6, f"expected 6 answers, got {len(got)}"
+    for op in ("MAC", "DATA"):
+        assert got[("iv", op)][0] == 0 and got[("data", op)][0] == 0, f"the frame before the install erred: {got}"
+        assert got[("after_key", op)] == ZERO_ERR, f"{op} right after a key install: {got[('after_key', op)]}, " \
+            f"expected err with a zero beat {ZERO_ERR}"
+
+
+@cocotb.test()
 async def reset_mid_traffic(dut):
     """Reset with frames in flight on every context: input is refused for exactly
     ``GcmCore.flush_cycles`` cycles after each reset, no output from before the reset comes

@@ -42,6 +42,8 @@ from tb.common.sim import params
 from tb.common.stream import StreamSink, StreamSource, never, random_pause
 from tb.common.tb import TB
 
+from .cover import PcieCoverage
+
 __all__ = ["PcieTB", "Host", "PARAMS", "P", "G", "STATUS", "SCRUB", "BAD", "pause", "random_read", "traffic",
            "cpl"]
 
@@ -76,6 +78,7 @@ class PcieTB(TB):
         self.full_stalls = 0          # cycles a request waited on a full table
         self.quick_reuse = 0          # tags allocated in the cycle after they were freed
         self._freed_at = {}
+        self.cover = PcieCoverage()   # functional cover points (tb/pcie/cover.py)
         self.trace = {}               # port -> cycles it transferred (outputs: was valid)
         self._status = [getattr(dut, name) for name in STATUS]
         self._ports = {port: tuple(getattr(dut, f"{port}__{sig}") for sig in ("valid", "ready", "payload"))
@@ -111,6 +114,7 @@ class PcieTB(TB):
             if rst:
                 m.reset()
                 self.check_reg.clear()
+                self.cover.reset()
                 self.synced = True
                 continue
             if not self.synced:
@@ -125,6 +129,7 @@ class PcieTB(TB):
                     continue
                 if port == "cpl_o":
                     self.out_beats += 1
+                    self.cover.forwarded(beat)
                 if not queue:
                     self.fail(f"{port}: unexpected beat {beat}")
                 elif beat != queue[0]:
@@ -136,7 +141,7 @@ class PcieTB(TB):
             cpl = self.check_reg.cycle(self._sample("cpl_i"), int(self._ports["cpl_i"][1].value))
             if req is None and m.outstanding == P.entries and int(self._ports["req_i"][0].value):
                 self.full_stalls += 1
-            finished = len(m.finished)
+            finished, errors = len(m.finished), len(m.errors)
             try:
                 tag = m.step(req, cpl, int(d.timeout.value))
             except ModelError as error:
@@ -144,6 +149,9 @@ class PcieTB(TB):
                 continue
             if tag is not None and self._freed_at.get(tag) == m.cycle - 1:
                 self.quick_reuse += 1
+            if tag is not None:
+                self.cover.allocated(tag, self._freed_at.get(tag) == m.cycle - 1)
+            self.cover.errors(m.errors[errors:])
             for _, t in m.finished[finished:]:
                 self._freed_at[t] = m.cycle
             for _, t, _ in m.timeouts[-1:]:

@@ -39,6 +39,8 @@ from tb.common.sim import params
 from tb.common.stream import StreamSink, StreamSource, never, random_pause
 from tb.common.tb import TB
 
+from .cover import SxpCoverage
+
 __all__ = [
     "BB", "BEAT", "CONTEXTS", "CTRL", "DENIED", "EXC_ADDR", "EXC_COUNT", "EXC_TILE", "LANES",
     "LANE_MASK", "PARAMS", "RD_BUSY", "STATUS",
@@ -136,6 +138,7 @@ class SxpTB(TB):
         self.held = deque()               # xb_i requests waiting behind a full slot
         self._cur = {"xb_i": [], "pcie_i": []}
         self._out = {"pcie_o": None, "xb_o": None}
+        self.cover = SxpCoverage(LANES, CONTEXTS)     # functional cover points (tb/sxp/cover.py)
         cocotb.start_soon(self._monitor())
 
     def set_pauses(self, idle, stall):
@@ -170,7 +173,9 @@ class SxpTB(TB):
                     self.held.append((hdr, data))
                     self._requests()
                 else:
+                    before = len(self.model.exceptions)
                     out, released = self.model.completion(hdr, data)
+                    self.cover.completion(self.model, hdr, released, before)
                     for p in out:
                         self.exp_r += [beat_int(b) for b in p.beats()]
                     for p in released:
@@ -199,8 +204,10 @@ class SxpTB(TB):
         context's cc completion has passed (head-of-line), so the model takes it then."""
         while self.held and not self.model.waits_for_slot(self.held[0][0], len(self.held[0][1])):
             hdr, data = self.held.popleft()
+            before = len(self.model.exceptions)
             for p in self.model.request(hdr, data):
                 self.exp_w += [beat_int(b) for b in p.beats()]
+            self.cover.request(self.model, hdr, before)
 
     def _check_framing(self, port, b):
         """An output packet: first beat flagged, header constant, length / (16·L) beats."""
@@ -224,7 +231,7 @@ class SxpTB(TB):
     # ------------------------------------------------------------------ CSR
     async def csr_write(self, port, addr, value):
         """Returns once the write shows on the outputs (the model takes it at once)."""
-        self.model.csr_write(port, addr, value)
+        self._model_csr_write(port, addr, value)
         await self.csr[port].write(addr, value)
 
     async def csr_writes(self, writes, port="ccu", both=False):
@@ -241,17 +248,25 @@ class SxpTB(TB):
                 pair.append(writes.pop(0))
             ops = []
             for p, (addr, value) in zip(("ccu", "host"), pair):
-                self.model.csr_write(p, addr, value)
+                self._model_csr_write(p, addr, value)
                 ops.append((self.csr[p], self.csr[p].submit(True, addr, value)))
             for bus, op in ops:         # submitted in the same cycle: played in the same cycle
                 await bus.wait(op)
+
+    def _model_csr_write(self, port, addr, value):
+        m = self.model
+        trusted, denied, before = m.trusted, m.denied, len(m.exceptions)
+        m.csr_write(port, addr, value)
+        self.cover.csr_write(m, port, trusted, denied, before)
 
     async def csr_read(self, addr, port="ccu"):
         """Read *addr* on *port*; the model sees the read too (in trusted mode a host read
         counts in DENIED)."""
         v = await self.csr[port].read(addr)
         if port == "host":
+            denied = self.model.denied
             self.model.csr_read(addr, port)
+            self.cover.csr_read(self.model, port, denied)
         return v
 
     async def check_csr(self, addr, mask=0xFFFF_FFFF, port="ccu", what=""):
@@ -345,6 +360,7 @@ class SxpTB(TB):
         """Reset the SXP and forget everything before it: the sinks may record a transfer
         in the reset cycle itself (valid from before the reset, which the monitor ignores)."""
         await super().reset(cycles)
+        self.cover.reset(self.model.trusted)
         self.model.reset()
         for sink in (self.pcie_o, self.xb_o):
             if not isinstance(sink, _Idle):

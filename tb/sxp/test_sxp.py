@@ -311,6 +311,8 @@ async def every_exception_cause(dut):
     await tb.csr_write("ccu", ADDR_KPHYSMAP + 4 * phys, 0)
     tb.request(Packet(header(tile=77, xbctx=xb, aes=1, addr=base, length=2 * BB), [1, 2]))
     await expect_exception(tb, Cause.MAP, 77, base, "unmapped physical context")
+    tb.request(Packet(header(tile=78, kind=Kind.READ_REQ, xbctx=xb, aes=1, addr=base, length=4 * BB)))
+    await expect_exception(tb, Cause.MAP, 78, base, "read on an unmapped physical context")
     if CONTEXTS < 16:
         await tb.csr_write("ccu", ADDR_KXBCTXMAP + 4 * xb, 15)
         tb.request(Packet(header(tile=77, xbctx=xb, aes=1, addr=base, length=2 * BB), [1, 2]))
@@ -344,58 +346,76 @@ async def malformed_framing(dut):
     afterwards does (OpenSSL)."""
     tb, rng, cfg, keys = await setup(dut, 0.2, 0.2)
     wp, rp = 1 % CONTEXTS, 2 % CONTEXTS
-    xb = cfg.xbctx_of(wp)[0]
     for rd in (False, True):
         for tile, case in enumerate(FRAMING_CASES, 60 + 10 * rd):
-            what = f"{'completion' if rd else 'write'}: {case}"
-            out = tb.xb_o if rd else tb.pcie_o
-            if rd:
-                blocks = sealed_frame(keys[rp], rng.randbytes(12), rng.randbytes(224))
-                addr = 0x400
-            else:
-                blocks = write_frame(rng.randbytes(12), rng.randbytes(224))
-                addr = cfg.region_of_phys(wp)[0]
-            packets, want = framing_case(case, beats_of(blocks, LANES), LANES, rng)
-            mark = len(out.queue)
-            first = None
-            for n, data, aes, cc in packets:
-                a = addr if aes or rd else cfg.regions[0][0]
-                h = header(kind=Kind.READ_CPL, key_index=rp) if rd else header(xbctx=xb)
-                h.update(tile=tile, addr=a, length=n * BB, aes=aes, cc=cc)
-                (tb.completion if rd else tb.request)(Packet(h, data))
-                first = first or h
-                addr += n * BB
-            await expect_exception(tb, Cause.MALFORMED, tile, first["addr"], what)
-            got = [beat_dict(v)["data"] for v in list(out.queue)[mark:]]
-            assert len(got) == len(want), f"{what}: {len(got)} beats left, expected {len(want)}"
-            if want[0] is IV_BEAT:
-                assert got[0] & LANE_MASK == blocks[0], f"{what}: the IV left changed"
-                want[0] = None
-            for k, (g, w) in enumerate(zip(got, want)):
-                assert w is None or g == w, f"{what}: beat {k} left as {g:#x}, expected {w:#x}"
-            # a good frame on the same context afterwards (the frame state is consistent)
-            mark = len(out.queue)
-            pt = rng.randbytes(224)
-            if rd:
-                good = sealed_frame(keys[rp], rng.randbytes(12), pt)
-                for p in frame_packets(good, rng, tile=7, xbctx=0, addr=0x400,
-                                       kind=Kind.READ_CPL, key_index=rp):
-                    tb.completion(p)
-            else:
-                for p in frame_packets(write_frame(rng.randbytes(12), pt), rng, tile=7,
-                                       xbctx=xb, addr=cfg.region_of_phys(wp)[0]):
-                    tb.request(p)
-            await tb.drain()
-            blocks = blocks_out(list(out.queue)[mark:])
-            if rd:
-                assert bytes_of(blocks[1:-1]) == pt and blocks[-1] == good[-1], \
-                    f"after '{what}' a good completion frame did not decrypt and verify"
-            else:
-                assert open_frame(keys[wp], blocks) == pt, \
-                    f"after '{what}' a good write frame did not open in OpenSSL"
-            assert not (await tb.csr_read(STATUS)) & 1, f"after '{what}' the good frame " \
-                f"raised {tb.model.exceptions[-1]}"
+            await _framing_case(tb, rng, cfg, keys, rd, case, rp if rd else wp, tile)
     await tb.check_status()
+
+
+@cocotb.test()
+async def malformed_framing_on_every_context(dut):
+    """The framing errors of malformed_framing on encrypted packets on every physical context,
+    in both directions (the cases taken in turn; the clear ones touch no context): each
+    context's frame state ends with the bad packet and a good frame on it afterwards
+    verifies."""
+    tb, rng, cfg, keys = await setup(dut)
+    cases = [c for c in FRAMING_CASES if not c.startswith("clear")]
+    for phys in range(CONTEXTS):
+        for rd in (False, True):
+            case = cases[(2 * phys + rd) % len(cases)]
+            await _framing_case(tb, rng, cfg, keys, rd, case, phys, 200 + 2 * phys + rd)
+    await tb.check_status()
+
+
+async def _framing_case(tb, rng, cfg, keys, rd, case, phys, tile):
+    """One malformed-framing *case* on physical context *phys*, a write (xb_i) or a read
+    completion (pcie_i, *rd*), then a good frame on the same context (malformed_framing)."""
+    what = f"{'completion' if rd else 'write'} on context {phys}: {case}"
+    out = tb.xb_o if rd else tb.pcie_o
+    xb = cfg.xbctx_of(phys)[0]
+    if rd:
+        blocks = sealed_frame(keys[phys], rng.randbytes(12), rng.randbytes(224))
+        addr = 0x400
+    else:
+        blocks = write_frame(rng.randbytes(12), rng.randbytes(224))
+        addr = cfg.region_of_phys(phys)[0]
+    packets, want = framing_case(case, beats_of(blocks, LANES), LANES, rng)
+    mark = len(out.queue)
+    first = None
+    for n, data, aes, cc in packets:
+        a = addr if aes or rd else cfg.regions[0][0]
+        h = header(kind=Kind.READ_CPL, key_index=phys) if rd else header(xbctx=xb)
+        h.update(tile=tile, addr=a, length=n * BB, aes=aes, cc=cc)
+        (tb.completion if rd else tb.request)(Packet(h, data))
+        first = first or h
+        addr += n * BB
+    await expect_exception(tb, Cause.MALFORMED, tile, first["addr"], what)
+    got = [beat_dict(v)["data"] for v in list(out.queue)[mark:]]
+    assert len(got) == len(want), f"{what}: {len(got)} beats left, expected {len(want)}"
+    if want[0] is IV_BEAT:
+        assert got[0] & LANE_MASK == blocks[0], f"{what}: the IV left changed"
+        want[0] = None
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert w is None or g == w, f"{what}: beat {k} left as {g:#x}, expected {w:#x}"
+    # a good frame on the same context afterwards (the frame state is consistent)
+    mark = len(out.queue)
+    pt = rng.randbytes(224)
+    if rd:
+        good = sealed_frame(keys[phys], rng.randbytes(12), pt)
+        for p in frame_packets(good, rng, tile=7, xbctx=0, addr=0x400, kind=Kind.READ_CPL, key_index=phys):
+            tb.completion(p)
+    else:
+        for p in frame_packets(write_frame(rng.randbytes(12), pt), rng, tile=7, xbctx=xb,
+                               addr=cfg.region_of_phys(phys)[0]):
+            tb.request(p)
+    await tb.drain()
+    blocks = blocks_out(list(out.queue)[mark:])
+    if rd:
+        assert bytes_of(blocks[1:-1]) == pt and blocks[-1] == good[-1], \
+            f"after '{what}' a good completion frame did not decrypt and verify"
+    else:
+        assert open_frame(keys[phys], blocks) == pt, f"after '{what}' a good write frame did not open in OpenSSL"
+    assert not (await tb.csr_read(STATUS)) & 1, f"after '{what}' the good frame raised {tb.model.exceptions[-1]}"
 
 
 @cocotb.test()
@@ -581,6 +601,77 @@ async def one_read_per_context(dut):
                                    key_index=phys):
                 tb.completion(p)
     await tb.drain()
+    await tb.check_status()
+
+
+@cocotb.test()
+async def parked_read_on_every_context(dut):
+    """On every physical context a second read parks behind the first and leaves only once
+    the first read's cc completion has passed; the other contexts' reads are not held. (The
+    functional bins sxp_parked.context.)"""
+    tb, rng, cfg, keys = await setup(dut, 0.1, 0.1)
+
+    def read(phys, tile):
+        return Packet(header(kind=Kind.READ_REQ, tile=tile, xbctx=cfg.xbctx_of(phys)[0],
+                             addr=cfg.region_of_phys(phys)[0], length=128, aes=1))
+
+    def tiles():
+        return sorted(beat_dict(v)["hdr"]["tile"] for v in tb.pcie_o.queue)
+    first, second = list(range(1, CONTEXTS + 1)), list(range(101, 101 + CONTEXTS))
+    for phys in range(CONTEXTS):
+        tb.request(read(phys, first[phys]))
+        tb.request(read(phys, second[phys]))      # parks: the first is outstanding
+    await settle(tb)
+    assert tiles() == first, f"pcie_o carried the reads of tiles {tiles()}, expected only the first ones {first}"
+    for phys in random.sample(range(CONTEXTS), CONTEXTS):
+        frame = sealed_frame(keys[phys], rng.randbytes(12), rng.randbytes(96))
+        for p in frame_packets(frame, rng, tile=first[phys], xbctx=0, addr=0, kind=Kind.READ_CPL, key_index=phys):
+            tb.completion(p)
+        await settle(tb)
+        assert second[phys] in tiles(), f"context {phys}: the parked read did not leave after the cc completion"
+    assert tiles() == sorted(first + second), f"pcie_o carried {tiles()}"
+    for phys in range(CONTEXTS):
+        frame = sealed_frame(keys[phys], rng.randbytes(12), rng.randbytes(96))
+        for p in frame_packets(frame, rng, tile=second[phys], xbctx=0, addr=0, kind=Kind.READ_CPL,
+                               key_index=phys):
+            tb.completion(p)
+    await tb.drain()
+    await tb.check_status()
+
+
+@cocotb.test()
+async def host_port_configures_before_trusted_mode(dut):
+    """Before trusted mode the host port programs the SXP as the CCU port does: with every
+    configuration register and every key written from the host, the registers read back as
+    written, and a write frame on every physical context goes to its region under its key
+    (it opens in OpenSSL) with no exception."""
+    tb = SxpTB(dut, 0.1, 0.1)
+    await tb.reset()
+    rng = random.Random(random.getrandbits(32))
+    cfg = random_config(rng, CONTEXTS, align=BB)
+    keys = {p: rng.randbytes(32) for p in range(CONTEXTS)}
+    await tb.configure(cfg, keys, port="host")
+    for base, n in ((ADDR_KXBCTXMAP, 16), (ADDR_KPHYSMAP, CONTEXTS), (ADDR_KSEL_BASE, 17), (ADDR_KSEL_LIMIT, 17)):
+        for k in range(n):
+            await tb.check_csr(base + 4 * k, what=f"register {base + 4 * k:#x} written from the host")
+    sent = []
+    for phys in range(CONTEXTS):
+        pt = rng.randbytes(96)
+        for p in frame_packets(write_frame(rng.randbytes(12), pt), rng, tile=phys, xbctx=cfg.xbctx_of(phys)[0],
+                               addr=cfg.region_of_phys(phys)[0]):
+            tb.request(p)
+        sent.append((phys, pt))
+    await tb.drain()
+    frames, cur = [], []
+    for v in tb.pcie_o.queue:
+        cur.append(v)
+        if beat_dict(v)["last"] and beat_dict(v)["hdr"]["cc"]:
+            frames.append((beat_dict(v)["hdr"]["key_index"], blocks_out(cur)))
+            cur = []
+    assert [ki for ki, _ in frames] == list(range(CONTEXTS)), f"frames left on contexts {[ki for ki, _ in frames]}"
+    for (_, blocks), (phys, pt) in zip(frames, sent):
+        assert open_frame(keys[phys], blocks) == pt, f"context {phys}: OpenSSL opened a different plaintext"
+    assert not tb.model.exceptions, f"exceptions {tb.model.exceptions[:3]}"
     await tb.check_status()
 
 
