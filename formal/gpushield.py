@@ -10,8 +10,9 @@ Environment (the harness):
   change, so the cached entries stay valid for it).
 - A watched buffer: a symbolic encrypted id ``ew`` and a symbolic 128-bit RBT entry ``E``.
   The RBT memory is modelled with one request outstanding, answered after any delay: the
-  fetch issued for a micro-op with encrypted id ``ew`` (the micro-op in the engine's
-  register E, whose fetch it is) is answered with ``E``, every other fetch with a free
+  fetch issued for a micro-op of slot 0 with encrypted id ``ew`` (the engine's fetch
+  register F2 carries the tag with the address) is answered with ``E``, every other fetch
+  with a free
   value. So ``E`` is "the entry fetched for its id"; the fetch *address* (``rbt_base +
   16 * decrypt(ew)``) is not part of this property — relating it to the id would make the
   solver prove the Feistel cipher's decryption inverse to an encryption, which does not
@@ -36,22 +37,23 @@ every register with a reset holds its reset value (empty pipeline, empty RCaches
 L2 scrub is over; registers without a reset and the L2 entry memory are arbitrary. That
 is a superset of the state the BCU is in after a reset and its scrub. No reset afterwards.
 
-**Bounded, 12 steps.** The first answer can leave in step 11 (front 3 registers, the
-engine's miss path LOOKUP → L2_TAG → FETCH_REQ → FETCH_WAIT → FETCHED, checker 3
-registers): the bound covers every warp answered from a fetch (any number of micro-ops,
-lanes of other ids, launches, stalls and back-pressure before it) — the mutant fails in
-step 11 — but not an answer from an RCache *hit* of the watched id, which needs step 12
-or more (a fill, then a second request): step 12 did not finish within 15 minutes, nor
-did variants that start with an L1 already holding ``E`` (answers from step 7). The L1
-lemma is proved for every reachable fill within the bound. No induction: the cache
+**Bounded, 13 steps.** The first answer can leave in step 12: slot 0 is active from the
+step after its first ``launch`` (step 1), the request is accepted then, front 3 registers,
+the engine's miss (E, the fetch pipe F1, F2 and ``mem_req``, ``mem_resp``, the answer
+queue), checker 3 registers. The bound covers every warp answered from a fetch (any number
+of micro-ops, lanes of other ids, launches, stalls and back-pressure before it) — the
+mutant fails in step 12 — but not an answer from an RCache *hit* of the watched id, which
+needs more steps (a fill, then a second request; with the blocking engine step 12 did not
+finish within 15 minutes, nor did variants that start with an L1 already holding ``E``).
+The L1 lemma is proved for every reachable fill within the bound. No induction: the cache
 contents would need an invariant over the L2 entry memory.
 """
 from amaranth.hdl import Cat, Const, Mux, Signal, Value
 from amaranth.lib import data
 
 from hw.gpushield import BCU
-from hw.gpushield.engine import L1_ENTRIES
-from hw.gpushield.layout import ID_BITS, VA_BITS, PtrType, cache_entry_layout, rbt_entry_layout, uop_layout
+from hw.gpushield.engine import L1_ENTRIES, fetch_layout
+from hw.gpushield.layout import ID_BITS, VA_BITS, PtrType, cache_entry_layout, rbt_entry_layout
 
 from . import Harness, Property, freeze, registers, submodule
 
@@ -92,34 +94,31 @@ def soundness(mutant=None, lanes=LANES):
     # the watched buffer: its encrypted id and its RBT entry
     watched = h.any_const(ID_BITS, "watched_enc_id")
     entry = h.any_const(rbt_entry_layout, "watched_entry")
-    # the RBT memory, one request outstanding, any latency: a fetch for the watched id
-    # (the micro-op in the engine's register E, whose fetch this is) returns the entry,
-    # any other fetch a free value
-    e_op = data.View(uop_layout(lanes), dict(registers(fragment))["engine.e_op"])
+    # the RBT memory, one request outstanding, any latency: a fetch for the watched id of
+    # slot 0 (the tag the engine's fetch register F2 carries with the address it drives)
+    # returns the entry, any other fetch a free value
+    engine = submodule(fragment, "engine")
+    fetch = data.View(fetch_layout(engine._slot_bits), regs["engine.fetch2"])
     pend, pend_mine = Signal(name="mem_pending"), Signal(name="mem_for_watched")
     m.d.comb += dut.mem_req.ready.eq(~pend & h.any_seq(1, "mem_req_ready"))
     with m.If(dut.mem_req.valid & dut.mem_req.ready):
-        m.d.sync += [pend.eq(1), pend_mine.eq(e_op.eid == watched)]
+        m.d.sync += [pend.eq(1), pend_mine.eq((fetch.eid == watched) & (fetch.slot == 0))]
     with m.Elif(dut.mem_resp.valid & dut.mem_resp.ready):
         m.d.sync += pend.eq(0)
     m.d.comb += [dut.mem_resp.valid.eq(pend & h.any_seq(1, "mem_resp_valid")),
                  dut.mem_resp.payload.data.eq(Mux(pend_mine, entry, h.any_seq(128, "mem_other")))]
     h.assume(~h.first | ~pend)
-    # lemmas, checked in every cycle (the BMC then uses them in later steps): an L1 way
-    # tagged with the watched id holds its entry, and so does the engine's answer for it
+    # a lemma, checked in every cycle (the BMC then uses it in later steps): an L1 way
+    # tagged with the watched id of slot 0, filled (not pending its fetch), holds its entry
     cached = Signal(cache_entry_layout, name="watched_cache_entry")
     m.d.comb += [cached.base.eq(entry.base), cached.size.eq(entry.size),
                  cached.valid.eq(entry.valid), cached.read_only.eq(entry.read_only),
                  cached.kernel_ok.eq(entry.kernel_id == kernel)]
-    l1_valid = regs["engine.l1_valid"]
+    l1_valid, l1_pending = regs["engine.l1_valid"], regs["engine.l1_pending"]
     for way in range(L1_ENTRIES):
         tag, data_ = regs[f"engine.l1_tag{way}"], regs[f"engine.l1_data{way}"]
-        consistent = ~(l1_valid[way] & (tag == watched)) | (data_ == Value.cast(cached))
-        h.check(f"lemma_l1_way{way}", consistent)
-    # the engine's answer for a watched micro-op carries the entry (a lemma as well)
-    engine_o = submodule(fragment, "engine").o
-    h.check("lemma_engine_entry", Value.cast(engine_o.payload.entry) == Value.cast(cached),
-            guard=engine_o.valid & e_op.lookup & (e_op.eid == watched))
+        filled = l1_valid[way] & ~l1_pending[way] & (tag == Cat(watched, Const(0, len(tag) - ID_BITS)))
+        h.check(f"lemma_l1_way{way}", ~filled | (data_ == Value.cast(cached)))
     # the watched request and its answer
     req, resp = dut.req, dut.resp
     accepted = req.valid & req.ready
@@ -158,7 +157,7 @@ def soundness(mutant=None, lanes=LANES):
     return h
 
 
-DEPTH = 12
+DEPTH = 13
 PROPERTIES = [
     Property("bcu", "soundness", soundness, depth=DEPTH, params={"lanes": LANES},
              doc="ok for a Type 2 warp: every active lane of the watched id is inside the "

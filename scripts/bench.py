@@ -62,7 +62,7 @@ HEADLINES = (
     ("`cc_dma`, `gpu_cc`", "CC on keeps {gpu_cc[ratio_on_off_out_1024KiB]:.3f} / {gpu_cc[ratio_on_off_in_1024KiB]:.3f} "
      "of CC off's copy rate at 1 MiB out / in", "make bench BLOCK=cc"),
     ("`bcu`", "{bcu[few_buffers_warps_per_cycle_range]} warps/cycle, {bcu[few_buffers_l1_hit_pct_range]} % L1 "
-     "RCache hits on kernels with ≤ 4 live buffers; slowest {bcu[slowest_kernel]} (a blocking miss path: issue 16)",
+     "RCache hits on kernels with ≤ 4 live buffers; slowest {bcu[slowest_kernel]} (32 ids per warp)",
      "make bench BLOCK=gpushield"),
     ("CCU (software)", "measured boot {ccu[boot_ms]:.1f} ms, attestation report {ccu[report_ms]:.1f} ms "
      "(host-timed)", "make bench BLOCK=ccu"),

@@ -14,15 +14,22 @@ from amaranth.lib.wiring import In, Out
 
 from hw.common import add, wire
 
-from .layout import TAG_BITS, VA_BITS, Cause, check_lanes, check_layout, lane_bits, log_layout
+from .layout import SLOT_BITS, TAG_BITS, VA_BITS, Cause, check_lanes, check_layout, lane_bits, log_layout
 from .pipe import add_small, stage
 
-__all__ = ["Checker"]
+__all__ = ["Checker", "answer_layout"]
+
+
+def answer_layout(lanes=32):
+    """A request's answer: what ``log_first`` records, and the kernel slot whose log it
+    goes to."""
+    return data.StructLayout({"log": log_layout(lanes), "slot": SLOT_BITS})
 
 
 class Checker(wiring.Component):
     """Micro-ops with their entry in (``check_layout``), one answer per request out
-    (``log_layout``: tag, cause, and the lane and address to log when it fails)."""
+    (:func:`answer_layout`: tag, cause, and the lane and address to log when it fails; the
+    request's slot)."""
 
     def __init__(self, lanes=32, *, _formal_mutant=None):
         self.lanes = check_lanes(lanes)
@@ -38,11 +45,11 @@ class Checker(wiring.Component):
             "end": VA_BITS + 1,     # one past the group's last byte
             "limit": VA_BITS + 1,   # one past the buffer's last byte
             "lo": VA_BITS, "lane_lo": lb, "hi": VA_BITS, "lane_hi": lb,
-            "tag": TAG_BITS, "last": 1,
+            "tag": TAG_BITS, "last": 1, "slot": SLOT_BITS,
         })
         super().__init__({
             "i": In(stream.Signature(check_layout(lanes))),
-            "o": Out(stream.Signature(log_layout(lanes))),
+            "o": Out(stream.Signature(answer_layout(lanes))),
         })
 
     def elaborate(self, platform):
@@ -62,13 +69,13 @@ class Checker(wiring.Component):
             c2_in.kernel_ok.eq(entry.kernel_ok),
             c2_in.read_only.eq(entry.read_only),
         ]
-        for name in ("lookup", "cause", "store", "lo", "lane_lo", "hi", "lane_hi", "tag", "last"):
+        for name in ("lookup", "cause", "store", "lo", "lane_lo", "hi", "lane_hi", "tag", "last", "slot"):
             m.d.comb += getattr(c2_in, name).eq(getattr(c1, name))
         c2_valid, c2, c2_ready, c2_accept = stage(m, self._c2, c1_valid, c2_in, "c2")
         m.d.comb += c1_ready.eq(c2_accept)
 
         answer = self._cause(m, c2, wire(m, c2_valid & c2_ready, "c2_done"))
-        out_valid, out, out_ready, out_accept = stage(m, log_layout(self.lanes),
+        out_valid, out, out_ready, out_accept = stage(m, answer_layout(self.lanes),
                                                       c2_valid & c2.last, answer, "out")
         m.d.comb += [
             c2_ready.eq(~c2.last | out_accept),
@@ -103,11 +110,12 @@ class Checker(wiring.Component):
             with m.Elif(~use_acc & (cause != 0)):
                 m.d.sync += [acc_cause.eq(cause), acc_lane.eq(this_lane), acc_addr.eq(this_addr)]
 
-        answer = Signal(log_layout(self.lanes), name="answer")
+        answer = Signal(answer_layout(self.lanes), name="answer")
         m.d.comb += [
-            answer.tag.eq(c2.tag),
-            answer.cause.eq(Mux(use_acc, acc_cause, cause)),
-            answer.lane.eq(Mux(use_acc, acc_lane, this_lane)),
-            answer.addr.eq(Mux(use_acc, acc_addr, this_addr)),
+            answer.log.tag.eq(c2.tag),
+            answer.log.cause.eq(Mux(use_acc, acc_cause, cause)),
+            answer.log.lane.eq(Mux(use_acc, acc_lane, this_lane)),
+            answer.log.addr.eq(Mux(use_acc, acc_addr, this_addr)),
+            answer.slot.eq(c2.slot),
         ]
         return answer

@@ -1,31 +1,59 @@
-"""``Engine``: the BCU's RCache lookup — the one blocking stage of the pipeline.
+"""``Engine``: the BCU's RCache lookup, non-blocking (hit under miss), for several kernel slots.
 
-One micro-op at a time, in order (register E). A micro-op without a lookup, or whose
-encrypted id hits the 4-entry L1 RCache, leaves in the cycle it entered (one per cycle);
-an L1 miss compares the 64 L2 tags in the next cycle (reading the hit word from the
-64-word memory) and leaves the cycle after (3 cycles); an L2 miss fetches
-``rbt_base + 16 id`` over ``mem_req``/``mem_resp`` and leaves the cycle after the answer
-(4 cycles + the memory turnaround), filling L2 (FIFO) and L1 (tree pseudo-LRU, an invalid
-way first) as it leaves.
+Register E holds one micro-op at a time, in order; every RCache entry is tagged with
+(slot, encrypted id), so one kernel never hits another's entry. In E's first cycle the
+micro-op's tag is compared with the 4 L1 tags (CAM) and the 64 L2 tags at once:
 
-Reset scrub: the L1 RCache, the L2 tags and valid bits are registers with resets; the L2
-entries are a memory, which a walk zeroes after reset, one entry per cycle
-(:data:`L2_ENTRIES` cycles, ``scrubbing`` high meanwhile: the BCU refuses requests), so no
-cached bound of the last kernel survives a reset. The L2 read port's data register re-reads
-entry 0 (zeroed in the walk's first cycle) meanwhile, so it lets go of the last entry read.
+- no lookup (Type 1 / Type 3 / a type error), or an L1 hit: leaves E that cycle
+  (:data:`L1_CYCLES` = 1);
+- L1 miss, L2 hit: the hit word is read from the L2 memory in the next cycle, and the
+  micro-op leaves with it, copying it into L1 (:data:`L2_CYCLES` = 2: one bubble);
+- miss in both (a *primary* miss): the L1 victim way and the L2 FIFO entry are allocated
+  at once, marked *pending*, a fetch is issued, and the micro-op leaves E that cycle
+  (:data:`MISS_CYCLES` = 1) into the answer queue, where it waits for its RBT entry while
+  later micro-ops go on with their lookups;
+- a hit on a pending entry (a *secondary* miss) waits in E until that entry is filled,
+  then proceeds as a hit (an L1 hit, or an L2 hit with its second cycle).
 
-The RCaches are tagged with the encrypted id (a bijection of the id under the launch key,
-and a launch flushes both), so the cipher is off the hit path. The id still has to be
-decrypted for a fetch: the front ran rounds 3..1, round 0 runs in the micro-op's first
-cycle here and the RBT address adder in its second, so the address is ready when the
-``mem_req`` state comes — the same cycle count as a combinational cipher would give.
+Because entries are allocated at the miss, every lookup sees the allocation of every
+earlier lookup: hits, misses, victims and fetch addresses are exactly those of the
+sequential golden model, whatever the memory latency.
+
+*Fetches*: at most :data:`MAX_FETCHES` = 4 outstanding (a miss allocates a slot of a
+4-entry fetch ring, freed by the memory's answer; E waits when the ring is full). The fetch
+goes through a two-register pipe: F1 takes decryption round 0 of the micro-op's id (computed
+from E in E's cycle, with its slot's round key, selected as the micro-op entered E) and its
+slot's ``rbt_base``; F2 takes the RBT
+address ``rbt_base + 16 id`` (a log-depth adder) and drives ``mem_req`` — :data:`FETCH_DELAY`
+= 2 cycles after the miss's E cycle. Memory answers come in order, so the k-th answer is the
+k-th fetch's: it fills L2 (memory write) and L1 only if the entry is still pending for that
+fetch (each pending L1 way keeps its fetch's ring index, and a fetch for a micro-op made
+stale by a launch of its slot allocates nothing), and it completes the micro-op's queue
+entry.
+
+*Answer queue* (:data:`QUEUE_DEPTH` = 8 entries, registers): micro-ops leave in order.
+A micro-op leaving E with its entry goes straight to the checker when the queue is empty
+and the checker takes it (no added cycle), else into the queue; a miss waits there until
+its memory answer (the cycle after it). E waits while the queue is full.
+
+Reset scrub: every register resets (E, the L1 RCache, the L2 tags and valid bits, the
+queue, the fetch ring and pipe); the L2 entries are a memory, which a walk zeroes after
+reset, one entry per cycle (:data:`L2_ENTRIES` cycles, ``scrubbing`` high meanwhile: the BCU
+refuses requests), so no cached bound of the last kernel survives a reset. The L2 read
+port's data register re-reads entry 0 (zeroed in the walk's first cycle) meanwhile, so it
+lets go of the last entry read.
+
+The RCaches are tagged with the encrypted id (a bijection of the id under the slot's
+launch key, and a launch of the slot flushes its entries), so the cipher is off the hit
+path; the front ran rounds 3..1, round 0 runs here on a miss.
 """
 from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import bits_for
 
 from hw.common import add, increment, wire
 
@@ -39,29 +67,40 @@ from .layout import (
     cache_entry_layout,
     check_lanes,
     check_layout,
+    check_slots,
     mem_req_layout,
     mem_resp_layout,
     rbt_entry_layout,
     uop_layout,
 )
+from .pipe import stage
 
-__all__ = ["Engine", "L1_ENTRIES", "L2_ENTRIES", "L1_INTERVAL", "L2_INTERVAL", "MISS_INTERVAL"]
+_LOW_BITS = 4 + ID_BITS     # the bits of an RBT address that 16 id reaches
+
+__all__ = ["Engine", "L1_ENTRIES", "L2_ENTRIES", "MAX_FETCHES", "QUEUE_DEPTH", "L1_CYCLES",
+           "L2_CYCLES", "MISS_CYCLES", "FETCH_DELAY", "fetch_layout"]
 
 L1_ENTRIES = 4
 L2_ENTRIES = 64
-# Cycles a micro-op holds the engine (the issue interval of back-to-back micro-ops):
-L1_INTERVAL = 1      # no lookup, or an L1 hit
-L2_INTERVAL = 3      # an L2 hit
-MISS_INTERVAL = 4    # a miss: MISS_INTERVAL + (mem_req transfer to mem_resp transfer)
+MAX_FETCHES = 4     # RBT fetches outstanding (issued by E, not yet answered by memory)
+QUEUE_DEPTH = 8     # micro-ops between E and the checker
+# Cycles a micro-op holds E when nothing makes it wait (the issue interval back to back):
+L1_CYCLES = 1       # no lookup, or an L1 hit
+L2_CYCLES = 2       # an L2 hit: tags, then the L2 word
+MISS_CYCLES = 1     # a primary miss: allocate, issue the fetch, move on into the queue
+FETCH_DELAY = 2     # from a miss's E cycle to its mem_req (F1, F2)
+
+# the ring and queue pointers wrap by overflowing: both sizes are powers of two
+assert MAX_FETCHES & (MAX_FETCHES - 1) == 0 and QUEUE_DEPTH & (QUEUE_DEPTH - 1) == 0
+assert MAX_FETCHES < L2_ENTRIES     # an L2 entry is never reallocated while its fetch is out
+_RING_BITS = bits_for(MAX_FETCHES - 1)
+_QUEUE_BITS = bits_for(QUEUE_DEPTH - 1)
 
 
-class _State(enum.Enum, shape=3):
-    LOOKUP = 0      # E's first cycle: L1 lookup (or a micro-op that needs none)
-    L2_TAG = 1      # compare the L2 tags; read the hit word
-    L2_DATA = 2     # leave with the L2 word
-    FETCH_REQ = 3   # mem_req valid
-    FETCH_WAIT = 4  # waiting for mem_resp
-    FETCHED = 5     # leave with the fetched entry; fill L2 and L1
+def fetch_layout(slot_bits):
+    """What the fetch pipe's second register (F2, ``fetch2``) holds: the RBT address and
+    the tag of the micro-op it fetches for (the formal harness reads the tag)."""
+    return data.StructLayout({"addr": VA_BITS, "eid": ID_BITS, "slot": max(1, slot_bits)})
 
 
 def _or_tree(values):
@@ -78,129 +117,315 @@ def _encode(m, onehot, width, name):
                        for b in range(width)), name)
 
 
+def _by_index(m, values, index, name):
+    """``values[index]`` by a tree of 2:1 muxes on the index bits (the last value for an
+    index past the end)."""
+    values = list(values)
+    level = 0
+    while len(values) > 1:
+        values = [Mux(index[level], values[i + 1], values[i]) if i + 1 < len(values) else values[i]
+                  for i in range(0, len(values), 2)]
+        level += 1
+    return wire(m, values[0], name)
+
+
 class Engine(wiring.Component):
     """Micro-ops in (``uop_layout``), micro-ops with their RCache entry out
     (``check_layout``), in order; RBT fetches on ``mem_req``/``mem_resp``.
 
-    ``l1_hits``, ``l2_hits``, ``misses`` count lookups since reset (wrapping); ``launch``
-    flushes both RCaches, and a micro-op accepted before it does not fill them.
+    Parameters
+    ----------
+    lanes : int
+        Lanes per warp request (1..64).
+    slots : int
+        Kernel slots (1..4). Per slot *s*: ``rbt_base[s]``, ``kernel_id[s]``, ``id_key[s]``
+        and ``launch[s]`` (its pulse flushes slot *s*'s RCache entries; a micro-op of slot
+        *s* accepted before it is answered but fills nothing). The micro-op's ``slot``
+        selects its configuration; a slot past the last one must not reach a lookup (the
+        front fails it).
+
+    ``l1_hits``, ``l2_hits``, ``misses`` count lookups since reset (wrapping), each the
+    cycle after it left E.
     ``scrubbing`` is high for the :data:`L2_ENTRIES` cycles after reset in which the L2
     entries are zeroed (the owner must send nothing meanwhile; the BCU refuses requests).
     """
 
-    def __init__(self, lanes=32):
+    def __init__(self, lanes=32, slots=1):
         self.lanes = check_lanes(lanes)
+        self.slots = check_slots(slots)
+        # slot bits in a cache tag: none for one slot
+        self._slot_bits = bits_for(slots - 1) if slots > 1 else 0
         super().__init__({
             "i": In(stream.Signature(uop_layout(lanes))),
             "o": Out(stream.Signature(check_layout(lanes))),
             "mem_req": Out(stream.Signature(mem_req_layout)),
             "mem_resp": In(stream.Signature(mem_resp_layout)),
-            "rbt_base": In(VA_BITS),
-            "kernel_id": In(KERNEL_ID_BITS),
-            "id_key": In(KEY_BITS),
-            "launch": In(1),
+            "rbt_base": In(data.ArrayLayout(VA_BITS, slots)),
+            "kernel_id": In(data.ArrayLayout(KERNEL_ID_BITS, slots)),
+            "id_key": In(data.ArrayLayout(KEY_BITS, slots)),
+            "launch": In(slots),
             "l1_hits": Out(COUNTER_BITS),
             "l2_hits": Out(COUNTER_BITS),
             "misses": Out(COUNTER_BITS),
             "scrubbing": Out(1),
         })
 
+    # ------------------------------------------------------------------ helpers
+    def _slot(self, slot):
+        """The tag's slot bits of a micro-op's ``slot`` field."""
+        return slot[:self._slot_bits]
+
+    def _per_slot(self, m, array, slot, name):
+        """``array[slot]`` of a per-slot input or list (a mux tree on the slot bits)."""
+        return _by_index(m, [array[s] for s in range(self.slots)], slot, name)
+
+    def _launch_of(self, slot):
+        """Whether ``launch`` pulses for *slot* (tag slot bits) this cycle."""
+        if self.slots == 1:
+            return self.launch[0]
+        return Cat(self.launch, Const(0, (1 << self._slot_bits) - self.slots)).bit_select(slot, 1)
+
     def elaborate(self, platform):
         m = Module()
-        op = Signal(uop_layout(self.lanes), name="e_op")
+        lanes, sb = self.lanes, self._slot_bits
+        tag_bits = ID_BITS + sb
+        op = Signal(uop_layout(lanes), name="e_op")
         valid = Signal(name="e_valid")
-        state = Signal(_State)
-        complete = wire(m, self.o.valid & self.o.ready, "e_complete")
-        m.d.comb += self.i.ready.eq(~valid | complete)
-        with m.If(self.i.ready):
-            m.d.sync += [valid.eq(self.i.valid), op.eq(self.i.payload)]
-        with m.If(self.launch):
-            m.d.sync += op.stale.eq(1)
+        in_l2 = Signal(name="e_l2_data")     # E's second cycle of an L2 hit
+        tag = wire(m, Cat(op.eid, self._slot(op.slot)), "e_tag")
 
-        l1 = self._l1(m, op.eid)
+        l1 = self._l1(m, tag, tag_bits)
         m.submodules.l2_data = l2_mem = Memory(shape=cache_entry_layout, depth=L2_ENTRIES, init=[])
-        l2 = self._l2(m, op.eid, l2_mem.read_port(), l2_mem.write_port())
-        fetched = self._miss(m, op, state, wire(m, valid & op.lookup & ~l1.hit, "l1_miss"),
-                             l2.hit, complete)
+        l2 = self._l2(m, tag, tag_bits, l2_mem.read_port(), l2_mem.write_port())
 
-        at = {s: wire(m, state == s, f"in_{s.name.lower()}") for s in _State}
-        entry = Mux(at[_State.L2_DATA], l2.rd.data.as_value(),
-                    Mux(at[_State.FETCHED], fetched.as_value(), l1.entry))
+        # ---------------------------------------------------------- queue and ring state
+        q = SimpleNamespace(
+            entry=[Signal(check_layout(lanes), name=f"q{k}") for k in range(QUEUE_DEPTH)],
+            wait=Signal(QUEUE_DEPTH, name="q_wait"),      # a miss waiting for its answer
+            head=Signal(_QUEUE_BITS, name="q_head"),
+            tail=Signal(_QUEUE_BITS, name="q_tail"),
+            count=Signal(range(QUEUE_DEPTH + 1), name="q_count"),
+        )
+        q_empty = wire(m, q.count == 0, "q_empty")
+        q_room = wire(m, q.count != QUEUE_DEPTH, "q_room")
+        ring = SimpleNamespace(
+            q=[Signal(_QUEUE_BITS, name=f"ring_q{r}") for r in range(MAX_FETCHES)],
+            l2=[Signal(range(L2_ENTRIES), name=f"ring_l2_{r}") for r in range(MAX_FETCHES)],
+            fill=Signal(MAX_FETCHES, name="ring_fill"),  # allocated L1/L2 entries (not stale)
+            slot=[Signal(max(1, sb), name=f"ring_slot{r}") for r in range(MAX_FETCHES)],
+            alloc=Signal(_RING_BITS, name="ring_alloc"),
+            answer=Signal(_RING_BITS, name="ring_answer"),
+            count=Signal(range(MAX_FETCHES + 1), name="ring_count"),    # allocated, not answered
+            sent=Signal(range(MAX_FETCHES + 1), name="ring_sent"),      # sent, not answered
+        )
+
+        # ---------------------------------------------------------- fetch pipe F1 → F2
+        # round 0's key (id_key bits 15..0) of the micro-op's slot, selected as it enters E
+        # (the slot mux stays off the path through the round)
+        key0 = Signal(16, name="e_key0")
+        # The RBT address rbt_base + 16 id only adds 18 bits (16 id < 2**18); bits 47..18 are
+        # the base's or the base's + 1 on a carry, and that increment is done in E, so F1 → F2
+        # holds an 18-bit adder and a mux instead of a 48-bit adder (bcu measured 24 levels
+        # through the 48-bit one).
+        f1_layout = data.StructLayout({"dec": ID_BITS, "base": VA_BITS, "base_hi_inc": VA_BITS - _LOW_BITS,
+                                       "eid": ID_BITS, "slot": max(1, sb)})
+        f1_in = Signal(f1_layout, name="fetch1_in")
+        e_base = self._per_slot(m, self.rbt_base, op.slot, "e_rbt_base")
         m.d.comb += [
-            l2.rd.en.eq(at[_State.L2_TAG] | self.scrubbing),    # (scrubbing: entry 0, see top)
-            self.o.valid.eq(valid & ((at[_State.LOOKUP] & (~op.lookup | l1.hit)) |
-                                     at[_State.L2_DATA] | at[_State.FETCHED])),
-            self.o.payload.entry.eq(entry),
+            f1_in.dec.eq(decrypt_round(m, op.dec_part, Cat(key0, Const(0, KEY_BITS - 16)), 0, "dec_e")),
+            f1_in.base.eq(e_base),
+            f1_in.base_hi_inc.eq(increment(m, e_base[_LOW_BITS:], "e_rbt_base_hi_inc")),
+            f1_in.eid.eq(op.eid),
+            f1_in.slot.eq(self._slot(op.slot) if sb else 0),
         ]
-        for name in ("lookup", "cause", "lo", "lane_lo", "hi", "lane_hi", "size_log2", "store",
-                     "tag", "last"):
-            m.d.comb += getattr(self.o.payload, name).eq(getattr(op, name))
+        go_miss = Signal(name="go_miss")
+        f1_valid, f1, f1_ready, f1_accept = stage(m, f1_layout, go_miss, f1_in, "fetch1")
+        f2_in = Signal(fetch_layout(sb), name="fetch2_in")
+        low = wire(m, add(m, f1.base[:_LOW_BITS], Cat(Const(0, 4), f1.dec), _LOW_BITS + 1, "rbt_addr_low"),
+                   "rbt_addr_low")
+        m.d.comb += [f2_in.addr.eq(Cat(low[:_LOW_BITS], Mux(low[_LOW_BITS], f1.base_hi_inc, f1.base[_LOW_BITS:]))),
+                     f2_in.eid.eq(f1.eid), f2_in.slot.eq(f1.slot)]
+        f2_valid, f2, f2_ready, f2_accept = stage(m, fetch_layout(sb), f1_valid, f2_in, "fetch2")
+        m.d.comb += [f1_ready.eq(f2_accept), f2_ready.eq(self.mem_req.ready),
+                     self.mem_req.valid.eq(f2_valid), self.mem_req.payload.addr.eq(f2.addr)]
+        fetch_room = wire(m, (ring.count != MAX_FETCHES) & f1_accept, "fetch_room")
 
-        from_l1 = wire(m, complete & at[_State.LOOKUP] & op.lookup, "from_l1")
-        refill = at[_State.L2_DATA] | at[_State.FETCHED]
-        self._fill(m, l1, l2, op.eid, wire(m, complete & ~op.stale & refill, "fill_l1"),
-                   wire(m, complete & ~op.stale & at[_State.FETCHED], "fill_l2"), from_l1,
-                   Mux(at[_State.FETCHED], fetched.as_value(), l2.rd.data.as_value()), fetched)
-        for port, event in ((self.l1_hits, from_l1),
-                            (self.l2_hits, complete & at[_State.L2_DATA]),
-                            (self.misses, complete & at[_State.FETCHED])):
+        # ---------------------------------------------------------- E's decision
+        looking = wire(m, valid & ~in_l2 & op.lookup, "e_looking")
+        go_direct = wire(m, valid & ~in_l2 & ~op.lookup, "go_direct")
+        go_l1 = wire(m, looking & l1.hit & ~l1.hit_pending, "go_l1")
+        go_l2 = wire(m, looking & ~l1.hit & l2.hit & ~l2.hit_pending, "go_l2")
+        m.d.comb += go_miss.eq(looking & ~l1.hit & ~l2.hit & fetch_room & q_room)
+        has_entry = wire(m, go_direct | go_l1 | (valid & in_l2), "e_has_entry")
+        hit_leave = wire(m, has_entry & q_room, "hit_leave")
+        leave = wire(m, hit_leave | go_miss, "e_leave")
+        m.d.comb += self.i.ready.eq(~valid | leave)
+
+        with m.If(self.i.ready):
+            m.d.sync += [valid.eq(self.i.valid), op.eq(self.i.payload), in_l2.eq(0)]
+            with m.If(self.i.valid):    # (loaded with a micro-op only)
+                round0_keys = [self.id_key[s][:16] for s in range(self.slots)]
+                m.d.sync += key0.eq(self._per_slot(m, round0_keys, self.i.payload.slot, "e_key0_in"))
+            with m.If(self._launch_of(self._slot(self.i.payload.slot))):
+                m.d.sync += op.stale.eq(1)      # accepted in its slot's launch cycle
+        with m.Else():
+            with m.If(go_l2):
+                m.d.sync += in_l2.eq(1)
+            with m.If(self._launch_of(self._slot(op.slot))):
+                m.d.sync += op.stale.eq(1)      # its slot launched: answer, fill nothing
+        m.d.comb += [l2.rd.en.eq(go_l2 | self.scrubbing),  # (scrubbing: entry 0, see top)
+                     l2.rd.addr.eq(l2.idx)]
+
+        # E's micro-op with its entry: to the checker directly when the queue is empty
+        hit_entry = wire(m, Mux(in_l2, l2.rd.data.as_value(), l1.entry), "hit_entry")
+        e_out = Signal(check_layout(lanes), name="e_out")
+        for name in ("lookup", "cause", "lo", "lane_lo", "hi", "lane_hi", "size_log2", "store",
+                     "tag", "last", "slot"):
+            m.d.comb += getattr(e_out, name).eq(getattr(op, name))
+        m.d.comb += e_out.entry.eq(hit_entry)
+        head = _by_index(m, [e.as_value() for e in q.entry], q.head, "q_head_entry")
+        head_wait = wire(m, q.wait.bit_select(q.head, 1), "q_head_wait")
+        m.d.comb += [
+            self.o.valid.eq(Mux(q_empty, has_entry, ~head_wait)),
+            self.o.payload.eq(Mux(q_empty, e_out.as_value(), head)),
+        ]
+        taken = wire(m, self.o.valid & self.o.ready, "o_taken")
+        push = wire(m, go_miss | (hit_leave & ~(q_empty & self.o.ready)), "q_push")
+        pop = wire(m, taken & ~q_empty, "q_pop")
+
+        # ---------------------------------------------------------- memory answers
+        answered = wire(m, self.mem_resp.valid & self.mem_resp.ready, "mem_answered")
+        m.d.comb += self.mem_resp.ready.eq(ring.sent != 0)
+        rbt = data.View(rbt_entry_layout, self.mem_resp.payload.data)
+        fetched = Signal(cache_entry_layout, name="fetched")
+        a_slot = _by_index(m, ring.slot, ring.answer, "answer_slot") if sb else Const(0, 1)
+        a_kernel = self._per_slot(m, self.kernel_id, a_slot, "answer_kernel_id")
+        m.d.comb += [fetched.base.eq(rbt.base), fetched.size.eq(rbt.size), fetched.valid.eq(rbt.valid),
+                     fetched.read_only.eq(rbt.read_only), fetched.kernel_ok.eq(rbt.kernel_id == a_kernel)]
+        a_q = _by_index(m, ring.q, ring.answer, "answer_q")
+        a_l2 = _by_index(m, ring.l2, ring.answer, "answer_l2")
+        fill_l2 = wire(m, answered & ring.fill.bit_select(ring.answer, 1) & l2.pending.bit_select(a_l2, 1),
+                       "fill_l2")
+
+        # ---------------------------------------------------------- queue
+        for k in range(QUEUE_DEPTH):
+            with m.If(answered & (a_q == k)):
+                m.d.sync += [q.entry[k].entry.eq(fetched), q.wait[k].eq(0)]
+            with m.If(push & (q.tail == k)):
+                m.d.sync += [q.entry[k].eq(e_out), q.wait[k].eq(go_miss)]
+        with m.If(push):
+            m.d.sync += q.tail.eq(q.tail + 1)
+        with m.If(pop):
+            m.d.sync += q.head.eq(q.head + 1)
+        with m.If(push & ~pop):
+            m.d.sync += q.count.eq(q.count + 1)
+        with m.Elif(pop & ~push):
+            m.d.sync += q.count.eq(q.count - 1)
+
+        # ---------------------------------------------------------- fetch ring
+        with m.If(go_miss):
+            m.d.sync += ring.alloc.eq(ring.alloc + 1)
+            for r in range(MAX_FETCHES):
+                with m.If(ring.alloc == r):
+                    m.d.sync += [ring.q[r].eq(q.tail), ring.l2[r].eq(l2.ptr),
+                                 ring.fill[r].eq(~op.stale), ring.slot[r].eq(self._slot(op.slot) if sb else 0)]
+        with m.If(answered):
+            m.d.sync += ring.answer.eq(ring.answer + 1)
+        with m.If(go_miss & ~answered):
+            m.d.sync += ring.count.eq(ring.count + 1)
+        with m.Elif(answered & ~go_miss):
+            m.d.sync += ring.count.eq(ring.count - 1)
+        sent = wire(m, self.mem_req.valid & self.mem_req.ready, "mem_sent")
+        with m.If(sent & ~answered):
+            m.d.sync += ring.sent.eq(ring.sent + 1)
+        with m.Elif(answered & ~sent):
+            m.d.sync += ring.sent.eq(ring.sent - 1)
+
+        # ---------------------------------------------------------- fills and flushes
+        alloc = wire(m, ~op.stale & (go_miss | (valid & in_l2 & hit_leave)), "l1_alloc")
+        self._fill(m, l1, l2, tag, op, alloc, wire(m, go_miss & ~op.stale, "l2_alloc"),
+                   wire(m, go_l1 & q_room, "from_l1"), hit_entry, ring, answered, fetched, fill_l2,
+                   a_l2)
+
+        for port, event in ((self.l1_hits, go_l1 & q_room), (self.l2_hits, valid & in_l2 & hit_leave),
+                            (self.misses, go_miss)):
+            # the event is registered first: a lookup is counted the cycle after it leaves E
+            # (before its answer), and the lookup logic stays off the counter's carry chain
+            seen = Signal(name=f"{port.name}_event")
             count = Signal(COUNTER_BITS, name=f"{port.name}_count")
-            with m.If(event):
+            m.d.sync += seen.eq(event)
+            with m.If(seen):
                 m.d.sync += count.eq(increment(m, count, f"{port.name}_inc"))
             m.d.comb += port.eq(count)
         return m
 
     # ------------------------------------------------------------------ L1
-    def _l1(self, m, eid):
+    def _l1(self, m, tag, tag_bits):
         """4-way fully associative L1: registers, the hit vector and the hit entry."""
         l1 = SimpleNamespace(
             valid=Signal(L1_ENTRIES, name="l1_valid"),
-            tag=[Signal(ID_BITS, name=f"l1_tag{w}") for w in range(L1_ENTRIES)],
+            pending=Signal(L1_ENTRIES, name="l1_pending"),  # allocated by a miss, not filled yet
+            tag=[Signal(tag_bits, name=f"l1_tag{w}") for w in range(L1_ENTRIES)],
+            seq=[Signal(_RING_BITS, name=f"l1_seq{w}") for w in range(L1_ENTRIES)],  # its fetch
             data=[Signal(cache_entry_layout, name=f"l1_data{w}") for w in range(L1_ENTRIES)],
             plru=Signal(3, name="l1_plru"),  # [0]: 1 = victim in ways 2-3; [1]: way 1 of 0-1; [2]: way 3 of 2-3
         )
-        l1.hitv = wire(m, Cat(l1.valid[w] & (l1.tag[w] == eid) for w in range(L1_ENTRIES)),
-                       "l1_hitv")
+        l1.hitv = wire(m, Cat(l1.valid[w] & (l1.tag[w] == tag) for w in range(L1_ENTRIES)), "l1_hitv")
         l1.hit = wire(m, l1.hitv.any(), "l1_hit")
+        l1.hit_pending = wire(m, (l1.hitv & l1.pending).any(), "l1_hit_pending")
         l1.way = _encode(m, l1.hitv, 2, "l1_way")
         l1.entry = wire(m, _or_tree([Mux(l1.hitv[w], l1.data[w].as_value(), 0)
                                      for w in range(L1_ENTRIES)]), "l1_entry")
         return l1
 
     # ------------------------------------------------------------------ L2
-    def _l2(self, m, eid, rd, wr):
-        """64-entry fully associative L2: tags and valid bits in registers, entries in a
-        memory read one cycle after the tag compare."""
+    def _l2(self, m, tag, tag_bits, rd, wr):
+        """64-entry fully associative L2: tags, valid and pending bits in registers, entries
+        in a memory read one cycle after the tag compare."""
         l2 = SimpleNamespace(valid=Signal(L2_ENTRIES, name="l2_valid"),
-                             tag=[Signal(ID_BITS, name=f"l2_tag{i}") for i in range(L2_ENTRIES)],
+                             pending=Signal(L2_ENTRIES, name="l2_pending"),
+                             tag=[Signal(tag_bits, name=f"l2_tag{i}") for i in range(L2_ENTRIES)],
                              ptr=Signal(range(L2_ENTRIES), name="l2_ptr"), rd=rd, wr=wr)
-        l2.hitv = wire(m, Cat(l2.valid[i] & (l2.tag[i] == eid) for i in range(L2_ENTRIES)),
-                       "l2_hitv")
+        l2.hitv = wire(m, Cat(l2.valid[i] & (l2.tag[i] == tag) for i in range(L2_ENTRIES)), "l2_hitv")
         l2.hit = wire(m, l2.hitv.any(), "l2_hit")
-        m.d.comb += rd.addr.eq(_encode(m, l2.hitv, 6, "l2_idx"))
+        l2.hit_pending = wire(m, (l2.hitv & l2.pending).any(), "l2_hit_pending")
+        l2.idx = _encode(m, l2.hitv, bits_for(L2_ENTRIES - 1), "l2_idx")
         return l2
 
     # ------------------------------------------------------------------ fills
-    def _fill(self, m, l1, l2, eid, fill_l1, fill_l2, l1_used, new_entry, fetched):
-        """Fills as a refilled micro-op leaves (L1 from L2 or memory, L2 from memory), the
-        pseudo-LRU update on every L1 use, and the flush at a launch."""
+    def _fill(self, m, l1, l2, tag, op, l1_alloc, l2_alloc, l1_used, hit_entry, ring, answered,
+              fetched, fill_l2, a_l2):
+        """Allocation at a miss (L1 victim and L2 FIFO entry, pending) or an L2 hit (L1
+        victim, filled), the memory answer's fills, the pseudo-LRU update on every L1 use,
+        the per-slot flush at a launch, and the L2 reset scrub."""
+        sb = self._slot_bits
         # Victim: the lowest invalid way, else the pseudo-LRU way.
         inv, plru = ~l1.valid, l1.plru
         plru_way = Mux(plru[0], Cat(plru[2], 1), Cat(plru[1], 0))
         victim = wire(m, Mux(inv[0], 0, Mux(inv[1], 1, Mux(inv[2], 2, Mux(inv[3], 3, plru_way)))),
                       "victim")
-        touch = Mux(fill_l1, victim, l1.way)
-        with m.If(l1_used | fill_l1):
+        touch = Mux(l1_alloc, victim, l1.way)
+        with m.If(l1_used | l1_alloc):
             # point the tree away from the way just used
             m.d.sync += plru[0].eq(~touch[1])
             with m.If(touch[1]):
                 m.d.sync += plru[2].eq(~touch[0])
             with m.Else():
                 m.d.sync += plru[1].eq(~touch[0])
-        with m.If(fill_l1):
-            for w in range(L1_ENTRIES):
-                with m.If(victim == w):
-                    m.d.sync += [l1.valid[w].eq(1), l1.tag[w].eq(eid), l1.data[w].eq(new_entry)]
+        miss = wire(m, l2_alloc, "l1_alloc_pending")     # an allocation by a miss: pending
+        op_launch = self._launch_of(self._slot(op.slot))
+        for w in range(L1_ENTRIES):
+            # the memory answer for this way's pending fetch
+            with m.If(answered & l1.pending[w] & (l1.seq[w] == ring.answer)):
+                m.d.sync += [l1.data[w].eq(fetched), l1.pending[w].eq(0)]
+            alloc_w = wire(m, l1_alloc & (victim == w), f"l1_alloc{w}")
+            with m.If(alloc_w):
+                m.d.sync += [l1.valid[w].eq(1), l1.tag[w].eq(tag), l1.pending[w].eq(miss),
+                             l1.seq[w].eq(ring.alloc), l1.data[w].eq(hit_entry)]
+            # a launch flushes its slot's entries (the slot of the tag after this cycle)
+            slot_w = l1.tag[w][ID_BITS:]
+            with m.If(Mux(alloc_w, op_launch, self._launch_of(slot_w) if sb else self.launch[0])):
+                m.d.sync += [l1.valid[w].eq(0), l1.pending[w].eq(0)]
         # the reset scrub owns the write port while it runs (no micro-op is in E then)
         scrubbing = Signal(init=1, name="l2_scrubbing")
         scrub_ptr = Signal(range(L2_ENTRIES), name="l2_scrub_ptr")
@@ -209,54 +434,18 @@ class Engine(wiring.Component):
             with m.If(scrub_ptr == L2_ENTRIES - 1):
                 m.d.sync += scrubbing.eq(0)
         m.d.comb += [l2.wr.en.eq(fill_l2 | scrubbing),
-                     l2.wr.addr.eq(Mux(scrubbing, scrub_ptr, l2.ptr)),
+                     l2.wr.addr.eq(Mux(scrubbing, scrub_ptr, a_l2)),
                      l2.wr.data.eq(Mux(scrubbing, 0, fetched.as_value())),
                      self.scrubbing.eq(scrubbing)]
         self._scrubbing = scrubbing
-        with m.If(fill_l2):
-            m.d.sync += [l2.valid.bit_select(l2.ptr, 1).eq(1), l2.ptr.eq(l2.ptr + 1)]
-            for i in range(L2_ENTRIES):
-                with m.If(l2.ptr == i):
-                    m.d.sync += l2.tag[i].eq(eid)
-        with m.If(self.launch):
-            m.d.sync += [l1.valid.eq(0), l2.valid.eq(0), l2.ptr.eq(0), plru.eq(0)]
-
-    # ------------------------------------------------------------------ miss path
-    def _miss(self, m, op, state, l1_miss, l2_hit, complete):
-        """The state machine of a lookup and the RBT fetch; returns the fetched entry."""
-        fetched = Signal(cache_entry_layout, name="fetched")
-        # Decryption round 0 in every cycle on E's micro-op, and the RBT address from it in
-        # the next: both are ready, for the micro-op in E, from its L2_TAG / FETCH_REQ cycle.
-        dec = Signal(ID_BITS, name="dec_id")
-        mem_addr = Signal(VA_BITS, name="mem_addr")
-        m.d.sync += [dec.eq(decrypt_round(m, op.dec_part, self.id_key, 0, "dec_e")),
-                     mem_addr.eq(add(m, self.rbt_base, Cat(Const(0, 4), dec), VA_BITS, "rbt_addr"))]
-        m.d.comb += [
-            self.mem_req.valid.eq(state == _State.FETCH_REQ),
-            self.mem_req.payload.addr.eq(mem_addr),
-            self.mem_resp.ready.eq(state == _State.FETCH_WAIT),
-        ]
-        rbt = data.View(rbt_entry_layout, self.mem_resp.payload.data)
-        with m.Switch(state):
-            with m.Case(_State.LOOKUP):
-                with m.If(l1_miss):
-                    m.d.sync += state.eq(_State.L2_TAG)
-            with m.Case(_State.L2_TAG):
-                m.d.sync += state.eq(Mux(l2_hit, _State.L2_DATA, _State.FETCH_REQ))
-            with m.Case(_State.FETCH_REQ):
-                with m.If(self.mem_req.ready):
-                    m.d.sync += state.eq(_State.FETCH_WAIT)
-            with m.Case(_State.FETCH_WAIT):
-                with m.If(self.mem_resp.valid):
-                    m.d.sync += [
-                        state.eq(_State.FETCHED),
-                        fetched.base.eq(rbt.base),
-                        fetched.size.eq(rbt.size),
-                        fetched.valid.eq(rbt.valid),
-                        fetched.read_only.eq(rbt.read_only),
-                        fetched.kernel_ok.eq(rbt.kernel_id == self.kernel_id),
-                    ]
-            with m.Case(_State.L2_DATA, _State.FETCHED):
-                with m.If(complete):
-                    m.d.sync += state.eq(_State.LOOKUP)
-        return fetched
+        with m.If(l2_alloc):
+            m.d.sync += l2.ptr.eq(l2.ptr + 1)
+        for i in range(L2_ENTRIES):
+            with m.If(fill_l2 & (a_l2 == i)):
+                m.d.sync += l2.pending[i].eq(0)
+            alloc_i = wire(m, l2_alloc & (l2.ptr == i), f"l2_alloc{i}")
+            with m.If(alloc_i):
+                m.d.sync += [l2.valid[i].eq(1), l2.pending[i].eq(1), l2.tag[i].eq(tag)]
+            slot_i = l2.tag[i][ID_BITS:]
+            with m.If(Mux(alloc_i, op_launch, self._launch_of(slot_i) if sb else self.launch[0])):
+                m.d.sync += [l2.valid[i].eq(0), l2.pending[i].eq(0)]

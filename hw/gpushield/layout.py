@@ -19,7 +19,8 @@ from amaranth.lib import data, enum
 from amaranth.utils import bits_for
 
 __all__ = ["VA_BITS", "ID_BITS", "HALF_BITS", "KEY_BITS", "TAG_BITS", "KERNEL_ID_BITS",
-           "SIZE_BITS", "COUNTER_BITS", "RBT_ENTRIES", "RBT_ENTRY_BYTES", "MAX_LANES",
+           "SIZE_BITS", "COUNTER_BITS", "RBT_ENTRIES", "RBT_ENTRY_BYTES", "RBT_BYTES", "RBT_ALIGN_BITS",
+           "MAX_LANES", "MAX_SLOTS", "SLOT_BITS", "check_slots",
            "PtrType", "Cause", "t3_meta_layout", "pointer_layout", "rbt_entry_layout",
            "cache_entry_layout", "resp_layout", "mem_req_layout", "mem_resp_layout", "check_lanes",
            "lane_bits", "req_layout", "log_layout", "span_layout", "uop_layout", "check_layout"]
@@ -34,7 +35,11 @@ SIZE_BITS = 32          # buffer size in an RBT entry
 COUNTER_BITS = 32
 RBT_ENTRIES = 1 << ID_BITS
 RBT_ENTRY_BYTES = 16
+RBT_BYTES = RBT_ENTRIES * RBT_ENTRY_BYTES   # 256 KiB: the range a store may never write
+RBT_ALIGN_BITS = 18                         # log2 RBT_BYTES: the driver aligns rbt_base to it
 MAX_LANES = 64
+MAX_SLOTS = 4           # kernel slots per unit (concurrent kernels)
+SLOT_BITS = 2           # a slot number, in micro-ops and cache tags (constant width)
 
 
 class PtrType(enum.Enum, shape=2):
@@ -53,6 +58,7 @@ class Cause(enum.Enum, shape=3):
     KERNEL = 3           # the entry belongs to another kernel
     INVALID_ENTRY = 4    # the entry's valid bit is clear
     POINTER_TYPE = 5     # a lane of invalid type, or of a type other than base's
+    RBT_STORE = 6        # a store lane into an active slot's Region Bounds Table
 
 
 t3_meta_layout = data.StructLayout({"log2_size": 6, "reserved": 8})
@@ -94,6 +100,15 @@ def check_lanes(lanes):
     if not 1 <= lanes <= MAX_LANES:
         raise ValueError(f"lanes must be in 1..{MAX_LANES}, not {lanes}")
     return lanes
+
+
+def check_slots(slots):
+    """*slots* if it is an int in 1..:data:`MAX_SLOTS`, else TypeError / ValueError."""
+    if isinstance(slots, bool) or not isinstance(slots, int):
+        raise TypeError(f"slots must be an int, not {slots!r}")
+    if not 1 <= slots <= MAX_SLOTS:
+        raise ValueError(f"slots must be in 1..{MAX_SLOTS}, not {slots}")
+    return slots
 
 
 def lane_bits(lanes):
@@ -145,6 +160,8 @@ def _op_fields(lanes):
         "store": 1,
         "tag": TAG_BITS,
         "last": 1,              # the request's last micro-op: answer
+        "slot": SLOT_BITS,      # the kernel slot the request named (the RCache tag with eid;
+                                # the answer's slot picks the violation log)
     }
 
 
@@ -152,7 +169,7 @@ def uop_layout(lanes=32):
     """A micro-op as the front pipeline hands it to the RCache engine."""
     return data.StructLayout({
         **_op_fields(lanes),
-        "eid": ID_BITS,         # encrypted id: the RCache tag
+        "eid": ID_BITS,         # encrypted id: the RCache tag (with slot)
         "dec_part": ID_BITS,    # the id after decryption rounds 3, 2, 1 (round 0 runs in the engine)
         "stale": 1,             # accepted before a launch: do not fill the flushed caches
     })

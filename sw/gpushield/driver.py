@@ -5,11 +5,16 @@
 - :class:`Driver` — allocates buffers (global buffers, one local buffer per thread, one
   heap region, and size-aligned Type 3 buffers) in a 48-bit virtual address space; at
   every :meth:`Driver.launch` it draws a fresh 64-bit id key and a new kernel id, gives
-  every live buffer a fresh random unique 14-bit id, encrypts the ids into the buffers'
-  pointers and writes their RBT entries; it decodes the BCU's violation log.
+  every buffer of the kernel a fresh random unique 14-bit id, encrypts the ids into the
+  buffers' pointers and writes their RBT entries; it decodes the BCU's violation log.
 
-Entries of earlier launches stay in the table unless ``launch(scrub=True)`` invalidates
-them; the kernel-id check of the BCU rejects them (cause 3).
+Concurrent kernels: each launch names a kernel slot of the BCU, and each slot has its own
+RBT, allocated aligned to :data:`~hw.gpushield.layout.RBT_BYTES` (the BCU protects an
+active slot's RBT from stores by comparing address bits 47..18 only), so several kernels
+of one context run at once, one per slot, each with its own key, kernel id and ids for the
+buffers it names. Entries of earlier launches on a slot stay in its table unless
+``launch(scrub=True)`` invalidates them; the kernel-id check of the BCU rejects them
+(cause 3).
 """
 import random
 from dataclasses import dataclass, field
@@ -18,10 +23,12 @@ from hw.gpushield.layout import (
     ID_BITS,
     KERNEL_ID_BITS,
     KEY_BITS,
-    RBT_ENTRIES,
+    MAX_SLOTS,
+    RBT_BYTES,
     RBT_ENTRY_BYTES,
     VA_BITS,
     Cause,
+    check_slots,
     log_layout,
 )
 
@@ -72,6 +79,7 @@ class Launch:
     rbt_base: int
     buffers: dict                       # name -> Buffer (ids of this launch)
     pointers: dict = field(default_factory=dict)   # name -> tagged pointer to the base
+    slot: int = 0                       # the BCU kernel slot it runs on
 
     def ptr(self, name, offset=0):
         """The tagged pointer to byte *offset* of buffer *name* (pointer arithmetic keeps
@@ -81,6 +89,7 @@ class Launch:
 
     @property
     def config(self):
+        """The slot's configuration ports: ``{"rbt_base", "kernel_id", "id_key"}``."""
         return {"rbt_base": self.rbt_base, "kernel_id": self.kernel_id, "id_key": self.id_key}
 
 
@@ -94,23 +103,43 @@ class Violation:
 
 
 class Driver:
-    """Buffers, ids, keys and the RBT of one GPU context."""
+    """Buffers, ids, keys and the RBTs of one GPU context.
+
+    *rbt_base* is where the context's RBTs start: slot *s*'s table at
+    ``rbt_base + s * RBT_BYTES`` (:meth:`rbt_base_of`); it must be aligned to
+    :data:`~hw.gpushield.layout.RBT_BYTES`, else ValueError (the BCU protects an RBT by its
+    aligned 256 KiB block). Buffers are placed from *va_start* up, below the RBTs (two
+    contexts sharing one memory need different *va_start* and *rbt_base*). *slots*: the
+    kernel slots of the BCU the context may use.
+    """
 
     VA_START = 0x2000_0000_0000
     ALIGN = 256                       # cudaMalloc alignment
 
-    def __init__(self, rng=None, mem=None, rbt_base=0x7000_0000_0000, lanes=32):
+    def __init__(self, rng=None, mem=None, rbt_base=0x7000_0000_0000, lanes=32, slots=MAX_SLOTS,
+                 va_start=VA_START):
         self.rng = rng or random.Random()
         self.mem = mem if mem is not None else SparseMemory()
-        if rbt_base % 16 or rbt_base + RBT_ENTRIES * RBT_ENTRY_BYTES > (1 << VA_BITS):
-            raise ValueError(f"bad RBT base {rbt_base:#x}")
+        self.slots = check_slots(slots)
+        if rbt_base % RBT_BYTES or not 0 <= rbt_base <= (1 << VA_BITS) - slots * RBT_BYTES:
+            raise ValueError(f"RBT base {rbt_base:#x} is not aligned to {RBT_BYTES:#x} bytes "
+                             f"with room for {slots} tables below 2**{VA_BITS}")
+        if not 0 <= va_start < rbt_base:
+            raise ValueError(f"va_start {va_start:#x} is not below the RBTs at {rbt_base:#x}")
         self.rbt_base = rbt_base
         self.lanes = lanes
         self.buffers = {}
-        self._next_va = self.VA_START
+        self._next_va = va_start
         self.kernel_id = self.rng.randrange(1 << KERNEL_ID_BITS)
-        self.written = set()              # RBT entries written by any launch
-        self.current = None
+        self.written = {s: set() for s in range(slots)}   # RBT entries written, per slot
+        self.launches = {}                # slot -> its last Launch
+        self.current = None               # the last launch on any slot
+
+    def rbt_base_of(self, slot):
+        """The address of slot *slot*'s RBT (aligned to RBT_BYTES)."""
+        if not 0 <= slot < self.slots:
+            raise ValueError(f"slot {slot} is not in 0..{self.slots - 1}")
+        return self.rbt_base + slot * RBT_BYTES
 
     # -------------------------------------------------------------- allocation
     def _place(self, size, align, gap):
@@ -156,29 +185,44 @@ class Driver:
         del self.buffers[name]
 
     # -------------------------------------------------------------- launch
-    def launch(self, scrub=False):
-        """A new kernel launch: fresh key, kernel id and buffer ids; RBT written. Returns
-        the :class:`Launch` (program its ``config`` into the BCU, then pulse launch)."""
+    def launch(self, scrub=False, slot=0, names=None):
+        """A new kernel launch on BCU slot *slot*: fresh key, kernel id and buffer ids for
+        the buffers *names* (default: every live buffer); the slot's RBT written. Returns
+        the :class:`Launch` (program its ``config`` into the slot's ports, then pulse its
+        launch). The kernel id differs from that of every kernel launched before it on the
+        other slots' last launches (concurrent kernels never share one)."""
+        rbt = self.rbt_base_of(slot)
+        names = list(self.buffers) if names is None else list(names)
+        unknown = [n for n in names if n not in self.buffers]
+        if unknown:
+            raise ValueError(f"unknown buffers {unknown}")
         key = self.rng.getrandbits(KEY_BITS)
-        self.kernel_id = (self.kernel_id + 1 + self.rng.randrange(16)) % (1 << KERNEL_ID_BITS)
+        running = {la.kernel_id for s, la in self.launches.items() if s != slot}
+        while True:
+            self.kernel_id = (self.kernel_id + 1 + self.rng.randrange(16)) % (1 << KERNEL_ID_BITS)
+            if self.kernel_id not in running:
+                break
+        written = self.written[slot]
         if scrub:
-            for i in self.written:
-                self.mem.write128(self.rbt_base + RBT_ENTRY_BYTES * i, 0)
-            self.written.clear()
-        checked = [b for b in self.buffers.values() if b.kind != "t3"]
+            for i in written:
+                self.mem.write128(rbt + RBT_ENTRY_BYTES * i, 0)
+            written.clear()
+        bufs = [self.buffers[n] for n in names]
+        checked = [b for b in bufs if b.kind != "t3"]
         ids = self.rng.sample(range(1 << ID_BITS), len(checked))
         pointers = {}
         for buf, i in zip(checked, ids):
             buf.id = i
-            self.mem.write128(self.rbt_base + RBT_ENTRY_BYTES * i,
+            self.mem.write128(rbt + RBT_ENTRY_BYTES * i,
                               pack_entry(buf.base, buf.size, 1, int(buf.read_only), self.kernel_id))
-            self.written.add(i)
+            written.add(i)
             pointers[buf.name] = t2_pointer(buf.base, encrypt_id(i, key))
-        for buf in self.buffers.values():
+        for buf in bufs:
             if buf.kind == "t3":
                 pointers[buf.name] = t3_pointer(buf.base, buf.log2_size)
-        self.current = Launch(self.kernel_id, key, self.rbt_base,
-                              {n: Buffer(**vars(b)) for n, b in self.buffers.items()}, pointers)
+        self.current = Launch(self.kernel_id, key, rbt, {b.name: Buffer(**vars(b)) for b in bufs},
+                              pointers, slot)
+        self.launches[slot] = self.current
         return self.current
 
     def unchecked_pointer(self, name, offset=0):

@@ -11,10 +11,13 @@ What is modelled (docs/gpushield.md, "Overhead against no checking"):
   a hit, ``l1d_miss`` on a miss (set-associative, LRU; loads allocate, stores write
   through without allocating and are acknowledged after ``l1d_hit``);
 - the BCU in parallel: it gets the warp's addresses when address generation is done and
-  answers at ``max(presented + depth, previous answer) + engine cycles`` — the timing
-  documented for the RTL (pipeline depth 6; engine cycles 1 per L1 RCache hit, 3 per L2
-  hit, 4 + an RBT fetch per miss, summed over a warp's id groups), with hits and misses
-  from the golden model's RCaches (:class:`~sw.gpushield.model.BCUModel`) over the trace;
+  answers in the cycle the RTL's documented timing gives
+  (:class:`~sw.gpushield.timing.EngineTiming`: the front's registers, one micro-op per id
+  group through the non-blocking engine — 1 cycle per L1 RCache hit, 2 per L2 hit, 1 per
+  miss, up to 4 RBT fetches outstanding, answers in order through the answer queue — then
+  the checker's 3 registers), an RBT fetch taking ``rbt_fetch`` cycles from ``mem_req`` to
+  ``mem_resp``; hits, misses and encrypted ids from the golden model's RCaches
+  (:class:`~sw.gpushield.model.BCUModel`) over the trace;
 - an instruction completes when both its memory access and its check are done: a load's
   writeback and a store's release wait for the check; a violating instruction is
   squashed (load data dropped, store not performed);
@@ -30,10 +33,12 @@ import random
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 
-from hw.gpushield.core import pipeline_depth
+from hw.gpushield.engine import MAX_FETCHES, QUEUE_DEPTH
+from hw.gpushield.front import front_registers
 
 from .driver import Driver
-from .model import LATENCY, BCUModel
+from .model import BCUModel
+from .timing import EngineTiming
 from .traces import KERNELS, LANES, kernel, to_request
 
 __all__ = ["LsuConfig", "BcuTiming", "LsuOp", "Run", "annotate", "trace_ops", "simulate", "overhead_pct", "table",
@@ -99,26 +104,24 @@ class LsuConfig:
 
 @dataclass(frozen=True)
 class BcuTiming:
-    """The BCU's timing as docs/gpushield.md documents it for the RTL (32 lanes): an
-    answer leaves ``max(presented + depth, previous answer) + engine cycles``, the engine
-    cycles of a warp being the sum over its id groups of ``direct`` (Type 1 / Type 3),
-    ``l1`` (L1 RCache hit), ``l2`` (L2 hit) or ``miss + rbt_fetch`` (RBT fetch)."""
-    depth: int = pipeline_depth(LANES)
-    direct: int = LATENCY["direct"]
-    l1: int = LATENCY["L1"]
-    l2: int = LATENCY["L2"]
-    miss: int = LATENCY["mem"]
+    """The BCU's settings (32 lanes by default); the timing rules themselves are those of
+    :class:`~sw.gpushield.timing.EngineTiming` (docs/gpushield.md, "Micro-architecture and
+    timing"). ``rbt_fetch``: cycles from an RBT fetch's ``mem_req`` to its ``mem_resp``."""
+    front_registers: int = front_registers(LANES)
+    queue_depth: int = QUEUE_DEPTH
+    max_fetches: int = MAX_FETCHES
     rbt_fetch: int = 200         # an RBT entry comes from GPU memory through the L2, like an L1D miss
 
     def __post_init__(self):
-        _nonneg(self, ("depth", "direct", "l1", "l2", "miss", "rbt_fetch"))
+        _nonneg(self, ("front_registers", "rbt_fetch"))
+        for n in ("queue_depth", "max_fetches"):
+            v = getattr(self, n)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"BcuTiming.{n} must be an int >= 1, not {v!r}")
 
-    def engine(self, levels):
-        cycles = {"direct": self.direct, "L1": self.l1, "L2": self.l2, "mem": self.miss + self.rbt_fetch}
-        try:
-            return sum(cycles[lv] for lv in levels)
-        except KeyError as e:
-            raise ValueError(f"unknown RCache level {e.args[0]!r}") from None
+    def engine(self):
+        """A fresh (idle) :class:`~sw.gpushield.timing.EngineTiming` of these settings."""
+        return EngineTiming(self.rbt_fetch, self.front_registers, self.queue_depth, self.max_fetches)
 
 
 @dataclass
@@ -130,6 +133,7 @@ class LsuOp:
     checked: bool = True        # False: Type 1 (proven by the compiler)
     levels: list = field(default_factory=lambda: ["L1"])   # the BCU's micro-ops: "direct", "L1", "L2", "mem"
     ok: bool = True             # the BCU's verdict
+    eids: list = None           # the micro-ops' encrypted ids (None: no two share an RCache entry)
 
 
 @dataclass
@@ -168,14 +172,17 @@ def simulate(ops, config=None, bcu=None, warmup=()):
     """Run *ops* (a list of :class:`LsuOp`) through the load/store path of *config*; with
     the BCU of timing *bcu* (a :class:`BcuTiming`), or without any checking if None.
     *warmup* ops run first, untimed, to warm the TLB and L1D; the pipeline drains before
-    *ops* start (their RCache levels must come from a model that saw the warmup too)."""
+    *ops* start (their RCache levels must come from a model that saw the warmup too). The
+    BCU is anything with an ``engine()`` giving an idle timer whose
+    ``present_uops(cycle, [(level, eid)]) -> answer cycle`` takes requests in order."""
     cfg = config or LsuConfig()
     tlb = _Lru(1, cfg.tlb_entries)
     l1d = _Lru(cfg.l1d_bytes // (cfg.line_bytes * cfg.l1d_ways), cfg.l1d_ways)
     for timed in (False, True):
         run = Run(0, [], [], [], [])
         outstanding = []        # completion times of the instructions in flight (min-heap)
-        issue = port_free = bcu_answer = 0
+        issue = port_free = 0
+        engine = bcu.engine() if bcu is not None else None     # idle: the pipeline drained
         for i, op in enumerate(ops if timed else warmup):
             if i:
                 issue += cfg.issue_interval
@@ -185,7 +192,10 @@ def simulate(ops, config=None, bcu=None, warmup=()):
             # the check, in parallel with translation and the L1D
             checked = bcu is not None and (op.checked or not cfg.type1_bypass)
             if checked:
-                bcu_answer = max(ready + bcu.depth, bcu_answer) + bcu.engine(op.levels)
+                eids = op.eids if op.eids is not None else [None] * len(op.levels)
+                if len(eids) != len(op.levels):
+                    raise ValueError(f"op {i}: {len(op.levels)} RCache levels but {len(eids)} encrypted ids")
+                bcu_answer = engine.present_uops(ready, zip(op.levels, eids))
                 run.bcu_requests += 1
             squash = checked and not op.ok
             # translation: one lookup per page the warp touches
@@ -243,7 +253,7 @@ def annotate(warp_ops, launch, driver, lanes=LANES):
         res = model.check(to_request(op, launch, lanes=lanes))
         addrs = [launch.buffers[b].base + off for b, off in (x for x in op.lanes if x is not None)]
         out.append(LsuOp(addrs, 1 << op.size_log2, op.store, not op.unchecked,
-                         [u.level for u in res.uops], res.ok))
+                         [u.level for u in res.uops], res.ok, [u.eid for u in res.uops]))
     return out, model
 
 

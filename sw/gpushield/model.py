@@ -4,11 +4,13 @@
 - pointers and RBT entries, packed with the layouts of :mod:`hw.gpushield.layout`;
 - :class:`WarpRequest`, the ``req`` payload;
 - :class:`BCUModel`: the functional result of every request (ok, cause, the logged lane
-  and address), the violation log and counters, and the RCache behaviour with the RTL's
-  replacement policies (L1: 4-way tree pseudo-LRU, an invalid way first; L2: 64-entry FIFO),
-  so that hits, misses and RBT fetch addresses are predicted exactly, and a cycle estimate
-  of each answer (:meth:`Result.latency`: the cycles a request holds the RTL's RCache
-  engine).
+  and address), the kernel slots (each with its own configuration, active bit and violation
+  log; RBT-store protection), the counters, and the RCache behaviour with the RTL's
+  replacement policies (L1: 4-way tree pseudo-LRU, an invalid way first; L2: 64-entry FIFO;
+  entries tagged (slot, encrypted id)),
+  so that hits, misses and RBT fetch addresses are predicted exactly, whatever the memory
+  latency (the RTL allocates at the miss), and each lone request's latency
+  (:meth:`Result.latency`; a stream's answer cycles: :mod:`sw.gpushield.timing`).
 """
 from dataclasses import dataclass, field
 
@@ -16,12 +18,16 @@ from hw.gpushield.layout import (
     HALF_BITS,
     ID_BITS,
     KEY_BITS,
+    MAX_SLOTS,
+    RBT_ALIGN_BITS,
     RBT_ENTRY_BYTES,
+    SLOT_BITS,
     VA_BITS,
     Cause,
     PtrType,
     cache_entry_layout,
     check_lanes,
+    check_slots,
     log_layout,
     pointer_layout,
     rbt_entry_layout,
@@ -34,7 +40,8 @@ from sw.common.payload import field_slices, pack, unpack
 __all__ = ["ROUNDS", "round_keys", "feistel_f", "encrypt_id", "decrypt_id", "pack_fields",
            "unpack_fields", "pointer", "t1_pointer", "t2_pointer", "t3_pointer", "pointer_kind",
            "pointer_addr", "pointer_eid", "with_addr", "pack_entry", "unpack_entry",
-           "WarpRequest", "Uop", "Result", "BCUModel", "L1_ENTRIES", "L2_ENTRIES", "LATENCY"]
+           "WarpRequest", "Uop", "Result", "SlotState", "BCUModel", "rbt_block_hit", "L1_ENTRIES",
+           "L2_ENTRIES", "LATENCY"]
 
 ROUNDS = 4
 HALF_MASK = (1 << HALF_BITS) - 1
@@ -42,11 +49,13 @@ ID_MASK = (1 << ID_BITS) - 1
 VA_MASK = (1 << VA_BITS) - 1
 L1_ENTRIES = 4
 L2_ENTRIES = 64
-# Cycles a micro-op holds the RTL's RCache engine (hw/gpushield/engine.py), by how it was
-# resolved; "mem" is added to the cycles from the mem_req transfer to the mem_resp transfer.
-# Back to back, answers follow each other by these; a request presented to an idle unit is
-# answered hw.gpushield.core.pipeline_depth(lanes) cycles later than that.
-LATENCY = {"direct": 1, "L1": 1, "L2": 3, "mem": 4}
+# A lone micro-op's cycles in the RTL's non-blocking RCache engine (hw/gpushield/engine.py),
+# by how it was resolved: a request of one micro-op presented to an idle unit is answered
+# hw.gpushield.core.pipeline_depth(lanes) + these cycles later, a miss's plus the cycles
+# from the mem_req transfer to the mem_resp transfer. A miss holds the engine itself for
+# one cycle only (later lookups go on while it waits); sw/gpushield/timing.py computes a
+# whole stream's answer cycles.
+LATENCY = {"direct": 1, "L1": 1, "L2": 2, "mem": 4}
 
 
 # ---------------------------------------------------------------------------- cipher
@@ -218,11 +227,16 @@ class Result:
     def fetches(self):
         return [u.fetch for u in self.uops if u.fetch is not None]
 
-    def latency(self, mem_cycles):
-        """Cycles from the request's first micro-op entering the RCache engine to its last
-        one leaving it (= from the previous answer to this one in a back-to-back stream),
-        when ``resp`` is ready and each fetch takes *mem_cycles* from mem_req to mem_resp."""
-        return sum(LATENCY[u.level] + (mem_cycles if u.level == "mem" else 0) for u in self.uops)
+    def latency(self, mem_cycles, front_registers=3):
+        """Cycles from presenting the request to an idle unit to its answer, minus the
+        pipeline depth (``front_registers`` + 3), when ``resp`` is ready and each fetch
+        takes *mem_cycles* from mem_req to mem_resp: :data:`LATENCY` for one micro-op; a
+        warp of several micro-ops by :func:`sw.gpushield.timing.answer_cycles` (misses
+        overlap)."""
+        from hw.gpushield.core import CHECKER_REGISTERS
+
+        from .timing import lone_latency
+        return lone_latency(self, mem_cycles, front_registers) - front_registers - CHECKER_REGISTERS
 
 
 @dataclass
@@ -234,37 +248,86 @@ class _CacheEntry:
     kernel_ok: int
 
 
+def rbt_block_hit(addr, nbytes, rbt_base):
+    """Whether the bytes ``[addr, addr + nbytes)`` touch the 256 KiB block of *rbt_base*
+    (its bits 47..18: the block the RTL protects, which is the whole RBT when the base is
+    aligned to :data:`~hw.gpushield.layout.RBT_BYTES`, as the driver allocates it). No
+    wrap-around: an access past the top of the address space touches nothing below it."""
+    block = rbt_base >> RBT_ALIGN_BITS
+    return addr >> RBT_ALIGN_BITS == block or (addr + nbytes - 1) >> RBT_ALIGN_BITS == block
+
+
+@dataclass
+class SlotState:
+    """One kernel slot: its configuration (inputs of the RTL), whether a kernel runs there
+    (``launch`` sets it, ``retire`` clears it) and its violation log."""
+    rbt_base: int = 0
+    kernel_id: int = 0
+    id_key: int = 0
+    active: bool = False
+    log_count: int = 0
+    log_first: tuple = None     # (tag, cause, lane, addr)
+
+
+def _slot0_property(name):
+    return property(lambda self: getattr(self.slots[0], name),
+                    lambda self, value: setattr(self.slots[0], name, value))
+
+
 class BCUModel:
     """The BCU as a Python object. *read_rbt(addr)* returns the 128-bit word at a GPU
-    address (the RBT in GPU memory). Set ``rbt_base``, ``kernel_id``, ``id_key`` and
-    ``precise``, then call :meth:`launch` (as the driver pulses ``launch``) and
-    :meth:`check` for each request in order."""
+    address (the RBTs in GPU memory). Per kernel slot (``slots[s]``, :class:`SlotState`):
+    set ``rbt_base``, ``kernel_id``, ``id_key``, then call :meth:`launch` (as the driver
+    pulses ``launch`` of that slot) and :meth:`check` for each request in order, with the
+    slot it names; :meth:`retire` when the kernel has finished. ``rbt_base``,
+    ``kernel_id``, ``id_key``, ``log_count`` and ``log_first`` of the model itself are slot
+    0's (the contract's single-kernel ports); ``precise`` is global."""
 
-    def __init__(self, read_rbt, lanes=32):
+    def __init__(self, read_rbt, lanes=32, slots=MAX_SLOTS):
         self.lanes = check_lanes(lanes)
+        self.nslots = check_slots(slots)
         self.read_rbt = read_rbt
-        self.rbt_base = self.kernel_id = self.id_key = 0
+        self.slots = [SlotState() for _ in range(slots)]
         self.precise = False
         self._log_layout = log_layout(lanes)
         self.reset()
 
+    # slot 0's configuration and log under the contract's names
+    rbt_base = _slot0_property("rbt_base")
+    kernel_id = _slot0_property("kernel_id")
+    id_key = _slot0_property("id_key")
+    log_count = _slot0_property("log_count")
+    log_first = _slot0_property("log_first")
+
     # -------------------------------------------------------------- state
     def reset(self):
+        """Reset: counters, logs and caches cleared, every slot inactive (the configuration
+        inputs keep their values)."""
         self.l1_hits = self.l2_hits = self.misses = 0
         self.exc_tags = []          # tags of failing responses in precise mode
-        self.launch()
-
-    def launch(self):
-        self.l1 = [None] * L1_ENTRIES       # (eid, _CacheEntry) or None
+        self.l1 = [None] * L1_ENTRIES       # (eid, _CacheEntry, slot) or None
         self.plru = [0, 0, 0]
         self.l2 = [None] * L2_ENTRIES
         self.l2_ptr = 0
-        self.log_count = 0
-        self.log_first = None               # (tag, cause, lane, addr)
+        for st in self.slots:
+            st.active, st.log_count, st.log_first = False, 0, None
+
+    def launch(self, slot=0):
+        """``launch`` of *slot*: its RCache entries invalidated (the other slots' stay, and
+        the replacement state is not reset), its log cleared, the slot active."""
+        st = self.slots[slot]
+        self.l1 = [e if e is None or e[2] != slot else None for e in self.l1]
+        self.l2 = [e if e is None or e[2] != slot else None for e in self.l2]
+        st.active, st.log_count, st.log_first = True, 0, None
+
+    def retire(self, slot=0):
+        """``retire`` of *slot*: its kernel has finished; requests naming it fail (cause 3)."""
+        self.slots[slot].active = False
 
     @staticmethod
-    def storage_bits():
-        way = ID_BITS + 1 + cache_entry_layout.size
+    def storage_bits(slots=MAX_SLOTS):
+        """RCache state bits as the RTL's ``BCU.storage_bits``: the tag is (slot, eid)."""
+        way = (check_slots(slots) - 1).bit_length() + ID_BITS + 1 + cache_entry_layout.size
         return {"l1": L1_ENTRIES * way + (L1_ENTRIES - 1), "l2": L2_ENTRIES * way + 6}
 
     # -------------------------------------------------------------- caches
@@ -281,41 +344,47 @@ class BCUModel:
                 return w
         return 2 + self.plru[2] if self.plru[0] else self.plru[1]
 
-    def _fill_l1(self, eid, entry):
+    def _fill_l1(self, eid, entry, slot):
         way = self._victim()
-        self.l1[way] = (eid, entry)
+        self.l1[way] = (eid, entry, slot)
         self._touch(way)
 
-    def _lookup(self, eid, uop):
+    def _lookup(self, eid, uop, slot):
         for way, e in enumerate(self.l1):
-            if e is not None and e[0] == eid:
+            if e is not None and e[0] == eid and e[2] == slot:
                 self._touch(way)
                 self.l1_hits += 1
                 uop.level = "L1"
                 return e[1]
         for e in self.l2:
-            if e is not None and e[0] == eid:
+            if e is not None and e[0] == eid and e[2] == slot:
                 self.l2_hits += 1
                 uop.level = "L2"
-                self._fill_l1(eid, e[1])
+                self._fill_l1(eid, e[1], slot)
                 return e[1]
-        buffer_id = decrypt_id(eid, self.id_key)
-        uop.fetch = (self.rbt_base + RBT_ENTRY_BYTES * buffer_id) & VA_MASK
+        st = self.slots[slot]
+        buffer_id = decrypt_id(eid, st.id_key)
+        uop.fetch = (st.rbt_base + RBT_ENTRY_BYTES * buffer_id) & VA_MASK
         raw = unpack_entry(self.read_rbt(uop.fetch))
         entry = _CacheEntry(raw["base"], raw["size"], raw["valid"], raw["read_only"],
-                            int(raw["kernel_id"] == self.kernel_id))
+                            int(raw["kernel_id"] == st.kernel_id))
         self.misses += 1
         uop.level = "mem"
-        self.l2[self.l2_ptr] = (eid, entry)
+        self.l2[self.l2_ptr] = (eid, entry, slot)
         self.l2_ptr = (self.l2_ptr + 1) % L2_ENTRIES
-        self._fill_l1(eid, entry)
+        self._fill_l1(eid, entry, slot)
         return entry
 
     # -------------------------------------------------------------- the check
-    def uops(self, req):
-        """The micro-ops of *req* (front stage), without lookups."""
+    def uops(self, req, slot=0):
+        """The micro-ops of *req* on *slot* (front stage), without lookups. In priority
+        order: a slot that does not exist or is not active (cause 3, every active lane);
+        lanes of a bad type (cause 5); store lanes into an active slot's RBT (cause 6);
+        then Type 1 / Type 3 / one Type 2 group per encrypted id."""
         if req.lanes != self.lanes:
             raise ValueError(f"request of {req.lanes} lanes for a {self.lanes}-lane BCU")
+        if not 0 <= slot < 1 << SLOT_BITS:
+            raise ValueError(f"slot {slot} does not fit req_slot ({SLOT_BITS} bits)")
         va = [pointer_addr(p) for p in req.addrs]
         kinds = [pointer_kind(p) for p in req.addrs]
         active = req.active()
@@ -327,10 +396,20 @@ class BCUModel:
             lane_hi = min(k for k in lanes if va[k] == hi)
             return Uop(lanes=list(lanes), lo=lo, lane_lo=lane_lo, hi=hi, lane_hi=lane_hi, **kw)
 
+        if not active:
+            return [Uop(lanes=[])]
+        if slot >= self.nslots or not self.slots[slot].active:
+            return [group(active, cause=Cause.KERNEL)]
         bad = [k for k in active if kinds[k] is PtrType.INVALID or kinds[k] is not base_kind]
         if bad:
             return [group(bad, cause=Cause.POINTER_TYPE)]
-        if not active or base_kind is not PtrType.T2 and base_kind is not PtrType.T3:
+        if req.store:
+            blocks = [st.rbt_base for st in self.slots if st.active]
+            into_rbt = [k for k in active
+                        if any(rbt_block_hit(va[k], 1 << req.size_log2, b) for b in blocks)]
+            if into_rbt:
+                return [group(into_rbt, cause=Cause.RBT_STORE)]
+        if base_kind is not PtrType.T2 and base_kind is not PtrType.T3:
             return [Uop(lanes=active)]
         if base_kind is PtrType.T3:
             u = group(active)
@@ -350,14 +429,15 @@ class BCUModel:
             out.append(group(lanes, eid=eid))
         return out
 
-    def check(self, req):
-        """The answer to *req*; updates caches, counters and the log like the RTL."""
+    def check(self, req, slot=0):
+        """The answer to *req* on kernel slot *slot*; updates caches, counters and the
+        slot's log like the RTL (a slot that does not exist has no log to update)."""
         first = None    # (cause, lane, addr) of the first failing micro-op
-        uops = self.uops(req)
+        uops = self.uops(req, slot)
         for u in uops:
             lane, addr = u.lane_lo, u.lo
             if u.eid is not None:
-                e = self._lookup(u.eid, u)
+                e = self._lookup(u.eid, u, slot)
                 under = u.lo < e.base
                 over = u.hi + (1 << req.size_log2) > e.base + e.size
                 if not e.valid:
@@ -375,16 +455,19 @@ class BCUModel:
         if first is None:
             return Result(req.tag, True, Cause.NONE, uops=uops)
         cause, lane, addr = first
-        if self.log_count == 0:
-            self.log_first = (req.tag, cause, lane, addr)
-        self.log_count = min(self.log_count + 1, (1 << 32) - 1)
+        if slot < self.nslots:
+            st = self.slots[slot]
+            if st.log_count == 0:
+                st.log_first = (req.tag, cause, lane, addr)
+            st.log_count = min(st.log_count + 1, (1 << 32) - 1)
         if self.precise:
             self.exc_tags.append(req.tag)
         return Result(req.tag, False, cause, lane, addr, uops=uops)
 
-    def log_first_value(self):
-        """``log_first`` as the RTL's output integer (0 when nothing is logged)."""
-        if self.log_first is None:
+    def log_first_value(self, slot=0):
+        """``log_first`` of *slot* as the RTL's output integer (0 when nothing is logged)."""
+        first = self.slots[slot].log_first
+        if first is None:
             return 0
-        tag, cause, lane, addr = self.log_first
+        tag, cause, lane, addr = first
         return pack_fields(self._log_layout, tag=tag, cause=cause, lane=lane, addr=addr)

@@ -8,9 +8,10 @@ always ready; trace sizes in PARAMS; an RBT fetch takes MEM_LATENCY cycles from 
 Two latencies per kernel, both averaged over its requests:
 
 - ``interval``: cycles from the later of (the request presented, the previous answer) to
-  its answer — the cycles the request holds the RCache engine once the pipeline is full:
-  1 on an L1 hit, 3 on an L2 hit, 4 + memory on a miss, summed over the id groups of a
-  multi-id warp (plus the pipeline depth for a request that finds the unit idle);
+  its answer — once the pipeline is full, the cycles its micro-ops hold the RCache engine
+  (1 per L1 hit, 2 per L2 hit, 1 per miss) or, behind a miss, the wait for that miss's
+  RBT fetch (answers leave in order; docs/gpushield.md, "Micro-architecture and timing");
+  plus the pipeline depth for a request that finds the unit idle;
 - ``latency``: cycles from the request presented to its answer (pipeline depth, engine
   cycles and the wait behind earlier requests): what a warp waits for its check.
 

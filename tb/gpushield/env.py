@@ -6,6 +6,12 @@ streams), and scoreboards every response against the golden model
 (:class:`sw.gpushield.model.BCUModel`): tag, ok and cause of every answer, the address of
 every RBT fetch, the ``exc`` pulses, and on :meth:`BcuTB.check_state` the violation log and
 the hit/miss counters. Expected values always come from the model.
+
+Kernel slots: every request names a slot (``req_slot``, driven with its payload by the
+request source); :meth:`BcuTB.launch` programs and launches the slot of a
+:class:`~sw.gpushield.driver.Launch`, :meth:`BcuTB.retire` retires a slot, and
+:meth:`BcuTB.check_state` compares every slot's log. :meth:`BcuTB.driver` gives each
+*context* its own address range and RBTs, so contexts can run kernels at once.
 """
 import random
 from collections import deque
@@ -13,7 +19,7 @@ from collections import deque
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from hw.gpushield.layout import Cause, mem_req_layout, resp_layout
+from hw.gpushield.layout import MAX_SLOTS, RBT_BYTES, Cause, mem_req_layout, resp_layout
 from sw.gpushield.driver import Driver, SparseMemory
 from sw.gpushield.model import BCUModel, unpack_fields
 from sw.gpushield.traces import kernel, to_request
@@ -21,23 +27,68 @@ from tb.common.sim import params
 from tb.common.stream import StreamSink, StreamSource, never, random_pause
 from tb.common.tb import TB
 
-__all__ = ["BcuTB", "LANES"]
+from .cover import BcuCoverage
+
+__all__ = ["BcuTB", "LANES", "SLOTS", "slot_port"]
 
 LANES = params().get("lanes", 32)
+SLOTS = params().get("slots", MAX_SLOTS)
+CONTEXT_VA = 1 << 40        # each driver context's buffers start this far apart
+
+
+def slot_port(name, slot):
+    """The top-level port name of *name* (rbt_base, kernel_id, id_key, launch, retire,
+    log_first, log_count) for kernel slot *slot*: the contract's name for slot 0."""
+    return name if slot == 0 else f"{name}_{slot}"
+
+
+class _RequestSource(StreamSource):
+    """The ``req`` stream with ``req_slot`` driven beside each payload (held with it)."""
+
+    def __init__(self, dut, clk):
+        self.slot = dut.req_slot
+        self.slot.value = 0
+        super().__init__(dut, "req", clk)
+
+    def send(self, payload, slot=0):
+        self.queue.append((int(payload), slot))
+
+    def clear(self):
+        super().clear()
+        self.slot.value = 0
+
+    async def _run(self):
+        while True:
+            await RisingEdge(self.clk)
+            if self._current is None and self.queue and not next(self._pause):
+                self._current = self.queue[0]
+            if self._current is not None:
+                self.valid.value = 1
+                self.payload.value, self.slot.value = self._current
+            else:
+                self.valid.value = 0
+            await ReadOnly()
+            if self._current is not None and int(self.ready.value):
+                self.queue.popleft()
+                self.sent += 1
+                self._current = None
 
 
 class BcuTB(TB):
     def __init__(self, dut, mem_latency=(1, 1)):
         super().__init__(dut)
         self.lanes = LANES
-        self.req = StreamSource(dut, "req", self.clk)
+        self.slots = SLOTS
+        self.req = _RequestSource(dut, self.clk)
         self.resp = StreamSink(dut, "resp", self.clk)
         self.mem_req = StreamSink(dut, "mem_req", self.clk)
         self.mem_resp = StreamSource(dut, "mem_resp", self.clk)
-        for name in ("rbt_base", "kernel_id", "id_key", "precise", "launch"):
-            getattr(dut, name).value = 0
+        dut.precise.value = 0
+        for s in range(self.slots):
+            for name in ("rbt_base", "kernel_id", "id_key", "launch", "retire"):
+                getattr(dut, slot_port(name, s)).value = 0
         self.mem = SparseMemory()
-        self.model = BCUModel(self.mem.read128, self.lanes)
+        self.model = BCUModel(self.mem.read128, self.lanes, self.slots)
         self.mem_latency = mem_latency     # (min, max) cycles from mem_req to mem_resp
         self.expected = deque()            # model results, in request order
         self.fetches = deque()             # expected RBT fetch addresses, in order
@@ -53,15 +104,19 @@ class BcuTB(TB):
         self.mem_turnaround = []           # mem_req transfer -> mem_resp transfer cycles
         self._mem_sent = deque()
         self.in_reset = False
+        self.cover = BcuCoverage()         # functional cover points (tb/gpushield/cover.py)
         cocotb.start_soon(self._clock())
         cocotb.start_soon(self._monitor())
         cocotb.start_soon(self._memory())
 
     # ------------------------------------------------------------------ helpers
-    def driver(self, seed=None):
-        """A fresh driver shim over the shared GPU memory."""
+    def driver(self, seed=None, context=0):
+        """A fresh driver shim over the shared GPU memory. Drivers of different *context*
+        numbers place their buffers and RBTs in disjoint ranges (their kernels can run at
+        once); drivers of one context number share them (one kernel after another)."""
         return Driver(random.Random(random.getrandbits(32) if seed is None else seed), self.mem,
-                      lanes=self.lanes)
+                      rbt_base=0x7000_0000_0000 + context * self.slots * RBT_BYTES, lanes=self.lanes,
+                      slots=self.slots, va_start=Driver.VA_START + context * CONTEXT_VA)
 
     def set_stalls(self, idle=0.0, stall=0.0, mem_stall=0.0, mem_idle=0.0):
         self.req.set_pause(random_pause(idle) if idle else never())
@@ -80,18 +135,20 @@ class BcuTB(TB):
             self.log.error(message)
 
     # ------------------------------------------------------------------ traffic
-    def submit(self, request):
-        """Queue *request* (its tag is assigned here) and its expected answer."""
+    def submit(self, request, slot=0):
+        """Queue *request* on kernel slot *slot* (its tag is assigned here) and its expected
+        answer."""
         request.tag = self.next_tag
         self.next_tag = (self.next_tag + 1) & 0xFFFF
-        result = self.model.check(request)
-        self.expected.append((request, result))
+        result = self.model.check(request, slot)
+        self.expected.append((request, result, slot))
         self.fetches.extend(result.fetches)
-        self.req.send(request.pack(self.lanes))
+        self.req.send(request.pack(self.lanes), slot)
         return result
 
     def submit_ops(self, ops, launch):
-        return [self.submit(to_request(op, launch, lanes=self.lanes)) for op in ops]
+        """The ops of a kernel trace, on the slot of *launch*."""
+        return [self.submit(to_request(op, launch, lanes=self.lanes), launch.slot) for op in ops]
 
     async def drain(self, timeout=200_000):
         """Wait until every queued request has been answered and checked."""
@@ -107,23 +164,38 @@ class BcuTB(TB):
         if self.errors:
             raise AssertionError(f"{len(self.errors)} mismatches; first: {self.errors[0]}")
 
-    async def launch(self, launch, precise=None):
-        """Program a launch's configuration and pulse ``launch`` (the unit must be idle)."""
-        await self.drain()
-        dut = self.dut
+    async def launch(self, launch, precise=None, drain=True):
+        """Program a launch's configuration into its slot's ports and pulse the slot's
+        ``launch``. With *drain* (the default) the unit is idle first; without, the other
+        slots' requests keep flowing (the caller keeps the launched slot's own requests
+        and anything its launch could change out of the queue)."""
+        if drain:
+            await self.drain()
+        dut, s = self.dut, launch.slot
         await RisingEdge(self.clk)
-        dut.rbt_base.value = launch.rbt_base
-        dut.kernel_id.value = launch.kernel_id
-        dut.id_key.value = launch.id_key
+        getattr(dut, slot_port("rbt_base", s)).value = launch.rbt_base
+        getattr(dut, slot_port("kernel_id", s)).value = launch.kernel_id
+        getattr(dut, slot_port("id_key", s)).value = launch.id_key
         if precise is not None:
             dut.precise.value = int(precise)
             self.model.precise = bool(precise)
-        dut.launch.value = 1
+        getattr(dut, slot_port("launch", s)).value = 1
         await RisingEdge(self.clk)
-        dut.launch.value = 0
-        self.model.rbt_base, self.model.kernel_id, self.model.id_key = (
-            launch.rbt_base, launch.kernel_id, launch.id_key)
-        self.model.launch()
+        getattr(dut, slot_port("launch", s)).value = 0
+        st = self.model.slots[s]
+        st.rbt_base, st.kernel_id, st.id_key = launch.rbt_base, launch.kernel_id, launch.id_key
+        self.model.launch(s)
+
+    async def retire(self, slot, drain=True):
+        """Pulse *slot*'s ``retire`` (after draining the unit unless *drain* is false)."""
+        if drain:
+            await self.drain()
+        port = getattr(self.dut, slot_port("retire", slot))
+        await RisingEdge(self.clk)
+        port.value = 1
+        await RisingEdge(self.clk)
+        port.value = 0
+        self.model.retire(slot)
 
     async def run_kernel(self, name, seed=None, precise=None, **params):
         """A fresh driver, the kernel's buffers, a launch, all its ops; returns the launch."""
@@ -158,8 +230,9 @@ class BcuTB(TB):
                 if not self.expected:
                     self.fail(f"cycle {self.cycle}: unexpected response {got}")
                     continue
-                request, want = self.expected.popleft()
+                request, want, slot = self.expected.popleft()
                 self.results.append((request, want, self.cycle))
+                self.cover.answer(request, want, slot, self.model.precise)
                 if (got["tag"], got["ok"], got["cause"]) != (want.tag, int(want.ok), want.cause.value):
                     self.fail(f"tag {want.tag}: RTL ok={got['ok']} cause={Cause(got['cause']).name} "
                               f"tag={got['tag']}, model ok={int(want.ok)} cause={want.cause.name}")
@@ -202,14 +275,18 @@ class BcuTB(TB):
         await self.drain()
         await ReadOnly()
         dut, m = self.dut, self.model
-        got = {n: int(getattr(dut, n).value) for n in ("l1_hits", "l2_hits", "misses", "log_count")}
+        names = ("l1_hits", "l2_hits", "misses") + tuple(slot_port("log_count", s) for s in range(self.slots))
+        got = {n: int(getattr(dut, n).value) for n in names}
         want = {"l1_hits": m.l1_hits & 0xFFFFFFFF, "l2_hits": m.l2_hits & 0xFFFFFFFF,
-                "misses": m.misses & 0xFFFFFFFF, "log_count": m.log_count}
+                "misses": m.misses & 0xFFFFFFFF,
+                **{slot_port("log_count", s): m.slots[s].log_count for s in range(self.slots)}}
         assert got == want, f"{what}: counters RTL {got}, model {want}"
-        if m.log_count:
-            assert int(dut.log_first.value) == m.log_first_value(), (
-                f"{what}: log_first RTL {int(dut.log_first.value):#x}, model {m.log_first_value():#x} "
-                f"({m.log_first})")
+        for s in range(self.slots):
+            if m.slots[s].log_count:
+                rtl = int(getattr(dut, slot_port("log_first", s)).value)
+                assert rtl == m.log_first_value(s), (
+                    f"{what}: slot {s} log_first RTL {rtl:#x}, model {m.log_first_value(s):#x} "
+                    f"({m.slots[s].log_first})")
         assert self.exc_tags == m.exc_tags, f"{what}: exc tags RTL {self.exc_tags[:8]}, model {m.exc_tags[:8]}"
         await RisingEdge(self.clk)
 

@@ -9,9 +9,11 @@ import random
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from hw.gpushield.core import BCU, L1_INTERVAL, L2_INTERVAL, MISS_INTERVAL, pipeline_depth
+from hw.gpushield.core import BCU, L1_CYCLES, L2_CYCLES, MAX_FETCHES, QUEUE_DEPTH, pipeline_depth
+from hw.gpushield.front import front_registers
 from hw.gpushield.layout import Cause
 from sw.gpushield.model import WarpRequest, decrypt_id, pointer, pointer_addr, pointer_eid, t1_pointer, with_addr
+from sw.gpushield.timing import answer_cycles
 from sw.gpushield.traces import KERNELS, VIOLATIONS, kernel, to_request, violations
 from tb.common.scrub import Refusals, Scanner, bytes_secret
 from tb.gpushield.env import LANES, BcuTB
@@ -258,12 +260,15 @@ async def random_fuzz(dut):
 
 @cocotb.test()
 async def latency_and_throughput(dut):
-    """With ``resp`` always ready: a stream of L1 hits is accepted one warp per cycle and
-    answered one per cycle; back to back, each answer follows the previous one by the
-    request's engine cycles (L1 hit 1, L2 hit 3, miss 4 + the memory turnaround, a
-    multi-id warp the sum over its groups), and a request presented to an idle unit is
-    answered ``pipeline_depth`` cycles later than that (7 cycles for an L1 hit with 32
-    lanes). Compared per request with the model's cycle estimate."""
+    """With ``resp`` and ``mem_req`` always ready and a fixed memory latency, every answer
+    leaves in exactly the cycle that the documented timing rules (sw/gpushield/timing.py)
+    give from the model's classification of each micro-op (L1 hit, L2 hit, miss, and which
+    earlier miss a hit waits for) and the cycles each request was presented: L1 hits one
+    warp per cycle; L2 hits one per 2 cycles; misses overlapping (four fetches back to
+    back, a fifth waiting for a free fetch), hits behind a miss waiting only for its answer,
+    a hit on a pending entry waiting for its fill, a full answer queue stalling E; multi-id
+    warps. A request presented to an idle unit answers ``pipeline_depth`` + 1 (L1), + 2
+    (L2) or + 4 + the memory turnaround (miss) cycles later."""
     tb = BcuTB(dut, mem_latency=(10, 10))
     await tb.reset()
     drv = tb.driver()
@@ -273,62 +278,116 @@ async def latency_and_throughput(dut):
         drv.alloc_global(n, 4096)
     launch = drv.launch()
     await tb.launch(launch)
+    used = {pointer_eid(p) for p in launch.pointers.values()}
+    forged = iter(e for e in range(1, 1 << 14) if e not in used)   # ids no buffer has: misses
+    index = {}                                                      # scenario -> request numbers
+
+    def send(what, pointers):
+        n = len(tb.expected) + len(tb.results)
+        index.setdefault(what, []).extend(range(n, n + len(pointers)))
+        for p in pointers:
+            tb.submit(WarpRequest(p, [p] * LANES, FULL))
+
+    def miss():
+        return pointer(1, launch.buffers[names[0]].base, next(forged))
+
     ops = list(k.ops())
-    # stream: warm-up misses then 600 hits back to back
-    tb.submit_ops(ops[:600], launch)
-    # L2 hits: cycle through 6 buffers (> 4 L1 ways) after warming L2
-    for _rnd in range(4):
-        for n in names:
-            tb.submit(WarpRequest(launch.ptr(n), [launch.ptr(n, 4 * j) for j in range(LANES)], FULL))
-    # multi-id warps
-    for _ in range(20):
+    tb.submit_ops(ops[:600], launch)            # warm-up misses, then L1 hits back to back
+    for _ in range(4):                          # L2 hits: 6 buffers through 4 L1 ways
+        send("l2", [launch.ptr(n) for n in names])
+    send("burst", [miss() for _ in range(MAX_FETCHES + 1)])    # the last one waits for a fetch
+    send("behind", [launch.ptr(names[0])] * 3)
+    pending = miss()
+    send("pending", [pending, pending, launch.ptr(names[1])])  # a hit on the pending entry
+    send("full", [miss()] + [launch.ptr(names[2])] * (QUEUE_DEPTH + 4))
+    for _ in range(20):                         # multi-id warps
         pick = random.sample(names, 3)
         tb.submit(WarpRequest(launch.ptr(pick[0]), [launch.ptr(pick[j % 3], 4 * j) for j in range(LANES)], FULL))
     await tb.drain()
     streamed = len(tb.results)
-    # one request at a time, the unit idle before each: L1 hits, L2 hits, and misses (an
-    # id no buffer has: its RBT entry is invalid)
-    used = {pointer_eid(p) for p in launch.pointers.values()}
-    forged = [e for e in range(1, 1 << 14) if e not in used][:3]
-    alone = [launch.ptr(n) for n in names * 2] + [launch.ptr(names[0])] * 2
-    alone += [pointer(1, launch.buffers[names[0]].base, e) for e in forged]
-    for p in alone:
+    # one request at a time, the unit idle before each: L1 hits, L2 hits, misses
+    for p in [launch.ptr(n) for n in names * 2] + [launch.ptr(names[0])] * 2 + [miss() for _ in range(3)]:
         tb.submit(WarpRequest(p, [p] * LANES, FULL))
         await tb.drain()
     await tb.check_state("latency")
-    assert set(tb.mem_turnaround) == {tb.mem_turnaround[0]}
+    assert set(tb.mem_turnaround) == {tb.mem_turnaround[0]}, f"memory turnaround varies: {set(tb.mem_turnaround)}"
     turn, depth = tb.mem_turnaround[0], pipeline_depth(LANES)
-    latencies = []
-    prev_answer = None
-    for present, answer in zip(tb.present, tb.answered):
-        # the request reaches the engine `depth` cycles after it is presented (minus the
-        # checker's), or as the previous one leaves: its answer follows by its engine cycles
-        begin = present + depth if prev_answer is None else max(present + depth, prev_answer)
-        latencies.append(answer - begin)
-        prev_answer = answer
-    wrong = [(n, got, r.latency(turn), [u.level for u in r.uops])
-             for n, ((_, r, _), got) in enumerate(zip(tb.results, latencies)) if got != r.latency(turn)]
-    assert not wrong, f"latency differs from the model (request, RTL, model, levels): {wrong[:5]}"
-    levels = {}
-    for (_, r, _), got in zip(tb.results, latencies):
-        if len(r.uops) == 1:
-            levels.setdefault(r.uops[0].level, set()).add(got)
-    assert levels["L1"] == {L1_INTERVAL} and levels["L2"] == {L2_INTERVAL}
-    assert levels["mem"] == {MISS_INTERVAL + turn}
-    # the isolated requests: answer - presented = depth + engine cycles, for each level
+    want = answer_cycles([(p, r) for p, (_, r, _) in zip(tb.present, tb.results)], tb.mem_turnaround,
+                         front_registers(LANES))
+    wrong = [(n, got - tb.present[n], w - tb.present[n], [u.level for u in r.uops])
+             for n, ((_, r, _), got, w) in enumerate(zip(tb.results, tb.answered, want)) if got != w]
+    assert not wrong, (f"{len(wrong)} answers not in the cycle the timing rules give (request, RTL and "
+                       f"rules' cycles from its presentation, levels): {wrong[:5]}")
+    levels = {n: [u.level for u in tb.results[n][1].uops] for n in range(len(tb.results))}
+    assert all(levels[n] == ["L2"] for n in index["l2"][6:]), "the L2 scenario is not all L2 hits"
+    assert all(levels[n] == ["mem"] for n in index["burst"]), "the burst is not all misses"
+    # the burst: the first MAX_FETCHES misses overlap (answers one cycle apart)
+    burst = [tb.answered[n] for n in index["burst"]]
+    assert all(b - a == 1 for a, b in zip(burst, burst[1:MAX_FETCHES])), f"misses did not overlap: {burst}"
+    # L2 hits back to back, once the first round's misses have left: one per L2_CYCLES
+    l2 = [tb.answered[n] for n in index["l2"][-6:]]
+    assert all(b - a == L2_CYCLES for a, b in zip(l2, l2[1:])), f"L2 hits not one per {L2_CYCLES} cycles: {l2}"
+    # the isolated requests: answer - presented = depth + the lone micro-op's cycles
     isolated = {}
-    for (_, r, _), present, answer in zip(tb.results[streamed:], tb.present[streamed:],
-                                          tb.answered[streamed:]):
+    for (_, r, _), present, answer in zip(tb.results[streamed:], tb.present[streamed:], tb.answered[streamed:]):
         isolated.setdefault(r.uops[0].level, set()).add(answer - present)
-    assert isolated == {"L1": {depth + L1_INTERVAL}, "L2": {depth + L2_INTERVAL},
-                        "mem": {depth + MISS_INTERVAL + turn}}, isolated
+    assert isolated == {"L1": {depth + L1_CYCLES}, "L2": {depth + L2_CYCLES},
+                        "mem": {depth + 4 + turn}}, isolated
     # throughput: the L1-hit run accepted one request per cycle and answered one per cycle
     acc = tb.accepted[140:590]   # after the C tile's first (missing) store at op 128
     assert acc == list(range(acc[0], acc[0] + len(acc))), "L1 hits not accepted one per cycle"
     out = tb.answered[140:590]
     assert out == list(range(out[0], out[0] + len(out))), "L1 hits not answered one per cycle"
-    tb.log.info("engine cycles by level: %s; alone, request to answer: %s",
-                {k: sorted(v) for k, v in levels.items()}, {k: sorted(v) for k, v in isolated.items()})
+    tb.log.info("alone, request to answer: %s; burst of misses answered at %s",
+                {k: sorted(v) for k, v in isolated.items()}, [b - burst[0] for b in burst])
+
+
+async def _watch_fetches(tb, seen):
+    """Every cycle: fetches outstanding (mem_req transfers not yet answered on mem_resp)
+    and the lookups the engine completed while at least one was outstanding."""
+    dut, outstanding = tb.dut, 0
+    lookups = None
+    while True:
+        await RisingEdge(tb.clk)
+        await ReadOnly()
+        if tb.in_reset:
+            outstanding, lookups = 0, None
+            continue
+        now = int(dut.l1_hits.value) + int(dut.l2_hits.value) + int(dut.misses.value)
+        if lookups is not None and now != lookups and outstanding:
+            seen["lookups_under_miss"] += now - lookups
+            seen["hits_under_miss"] += (now - lookups) - (int(dut.misses.value) - seen["_misses"])
+        lookups, seen["_misses"] = now, int(dut.misses.value)
+        seen["max_outstanding"] = max(seen["max_outstanding"], outstanding)
+        outstanding += int(dut.mem_req__valid.value) & int(dut.mem_req__ready.value)
+        outstanding -= int(dut.mem_resp__valid.value) & int(dut.mem_resp__ready.value)
+
+
+@cocotb.test()
+async def hit_under_miss(dut):
+    """Hit under miss, in order: several kernels' traces (cold misses of every buffer,
+    pointer arrays, per-thread locals, many buffers) with a random memory latency of 1..100
+    cycles per fetch and random back-pressure on ``req``, ``resp``, ``mem_req`` and
+    ``mem_resp``. Every answer equals the model's, in request order, every RBT fetch address
+    is the model's in order, the counters match; and the misses really overlap: more than
+    one fetch was outstanding at once (never more than ``MAX_FETCHES``), and the engine
+    completed lookups, hits among them, while fetches were outstanding."""
+    tb = BcuTB(dut, mem_latency=(1, 100))
+    tb.set_stalls(idle=0.2, stall=0.2, mem_stall=0.3, mem_idle=0.3)
+    await tb.reset()
+    seen = {"max_outstanding": 0, "lookups_under_miss": 0, "hits_under_miss": 0, "_misses": 0}
+    watcher = cocotb.start_soon(_watch_fetches(tb, seen))
+    for name in ("streaming", "many_buffers", "mixed_ids", "local", "gather_scatter", "heap"):
+        await tb.run_kernel(name)
+        await tb.check_state(name)
+    watcher.cancel()
+    assert 1 < seen["max_outstanding"] <= MAX_FETCHES, f"fetches outstanding at most {seen['max_outstanding']}"
+    assert seen["hits_under_miss"] > 0, f"no hit completed while a fetch was outstanding: {seen}"
+    assert max(tb.mem_turnaround) > 60 and tb.model.misses > 60, (max(tb.mem_turnaround), tb.model.misses)
+    tb.log.info("%d requests, %d fetches (turnaround %d..%d cycles), up to %d outstanding; %d lookups "
+                "(%d hits) completed under a miss", len(tb.results), tb.model.misses, min(tb.mem_turnaround),
+                max(tb.mem_turnaround), seen["max_outstanding"], seen["lookups_under_miss"],
+                seen["hits_under_miss"])
 
 
 @cocotb.test()

@@ -45,6 +45,7 @@ def test_lanes(lanes):
     launch = drv.launch()
     model = BCUModel(drv.mem.read128, lanes)
     model.rbt_base, model.kernel_id, model.id_key = launch.rbt_base, launch.kernel_id, launch.id_key
+    model.launch()      # slot 0, as the bench pulses launch
     reqs = _requests(rng, launch, lanes, 40 if lanes < 64 else 16)
     want = [model.check(r) for r in reqs]
     dut = BCU(lanes)
