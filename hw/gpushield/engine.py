@@ -219,35 +219,11 @@ class Engine(wiring.Component):
             sent=Signal(range(MAX_FETCHES + 1), name="ring_sent"),      # sent, not answered
         )
 
-        # ---------------------------------------------------------- fetch pipe F1 → F2
         # round 0's key (id_key bits 15..0) of the micro-op's slot, selected as it enters E
         # (the slot mux stays off the path through the round)
         key0 = Signal(16, name="e_key0")
-        # The RBT address rbt_base + 16 id only adds 18 bits (16 id < 2**18); bits 47..18 are
-        # the base's or the base's + 1 on a carry, and that increment is done in E, so F1 → F2
-        # holds an 18-bit adder and a mux instead of a 48-bit adder (bcu measured 24 levels
-        # through the 48-bit one).
-        f1_layout = data.StructLayout({"dec": ID_BITS, "base": VA_BITS, "base_hi_inc": VA_BITS - _LOW_BITS,
-                                       "eid": ID_BITS, "slot": max(1, sb)})
-        f1_in = Signal(f1_layout, name="fetch1_in")
-        e_base = self._per_slot(m, self.rbt_base, op.slot, "e_rbt_base")
-        m.d.comb += [
-            f1_in.dec.eq(decrypt_round(m, op.dec_part, Cat(key0, Const(0, KEY_BITS - 16)), 0, "dec_e")),
-            f1_in.base.eq(e_base),
-            f1_in.base_hi_inc.eq(increment(m, e_base[_LOW_BITS:], "e_rbt_base_hi_inc")),
-            f1_in.eid.eq(op.eid),
-            f1_in.slot.eq(self._slot(op.slot) if sb else 0),
-        ]
         go_miss = Signal(name="go_miss")
-        f1_valid, f1, f1_ready, f1_accept = stage(m, f1_layout, go_miss, f1_in, "fetch1")
-        f2_in = Signal(fetch_layout(sb), name="fetch2_in")
-        low = wire(m, add(m, f1.base[:_LOW_BITS], Cat(Const(0, 4), f1.dec), _LOW_BITS + 1, "rbt_addr_low"),
-                   "rbt_addr_low")
-        m.d.comb += [f2_in.addr.eq(Cat(low[:_LOW_BITS], Mux(low[_LOW_BITS], f1.base_hi_inc, f1.base[_LOW_BITS:]))),
-                     f2_in.eid.eq(f1.eid), f2_in.slot.eq(f1.slot)]
-        f2_valid, f2, f2_ready, f2_accept = stage(m, fetch_layout(sb), f1_valid, f2_in, "fetch2")
-        m.d.comb += [f1_ready.eq(f2_accept), f2_ready.eq(self.mem_req.ready),
-                     self.mem_req.valid.eq(f2_valid), self.mem_req.payload.addr.eq(f2.addr)]
+        f1_accept = self._fetch_pipe(m, op, key0, go_miss)
         fetch_room = wire(m, (ring.count != MAX_FETCHES) & f1_accept, "fetch_room")
 
         # ---------------------------------------------------------- E's decision
@@ -307,7 +283,56 @@ class Engine(wiring.Component):
         fill_l2 = wire(m, answered & ring.fill.bit_select(ring.answer, 1) & l2.pending.bit_select(a_l2, 1),
                        "fill_l2")
 
-        # ---------------------------------------------------------- queue
+        self._queue_update(m, q, answered, a_q, fetched, push, pop, e_out, go_miss)
+        self._ring_update(m, ring, q, l2, op, go_miss, answered)
+
+        # ---------------------------------------------------------- fills and flushes
+        alloc = wire(m, ~op.stale & (go_miss | (valid & in_l2 & hit_leave)), "l1_alloc")
+        self._fill(m, l1, l2, tag, op, alloc, wire(m, go_miss & ~op.stale, "l2_alloc"),
+                   wire(m, go_l1 & q_room, "from_l1"), hit_entry, ring, answered, fetched, fill_l2,
+                   a_l2)
+
+        self._counters(m, ((self.l1_hits, go_l1 & q_room), (self.l2_hits, valid & in_l2 & hit_leave),
+                           (self.misses, go_miss)))
+        return m
+
+    # ------------------------------------------------------------------ fetch pipe
+    def _fetch_pipe(self, m, op, key0, go_miss):
+        """F1 → F2 → ``mem_req``: a miss's decrypted id (round 0 with *key0*, its slot's
+        round key) and its slot's RBT base into F1 when *go_miss*, the RBT address into F2.
+        Returns F1's accept (room for the next miss)."""
+        sb = self._slot_bits
+        # The RBT address rbt_base + 16 id only adds 18 bits (16 id < 2**18); bits 47..18 are
+        # the base's or the base's + 1 on a carry, and that increment is done in E, so F1 → F2
+        # holds an 18-bit adder and a mux instead of a 48-bit adder (bcu measured 24 levels
+        # through the 48-bit one).
+        f1_layout = data.StructLayout({"dec": ID_BITS, "base": VA_BITS, "base_hi_inc": VA_BITS - _LOW_BITS,
+                                       "eid": ID_BITS, "slot": max(1, sb)})
+        f1_in = Signal(f1_layout, name="fetch1_in")
+        e_base = self._per_slot(m, self.rbt_base, op.slot, "e_rbt_base")
+        m.d.comb += [
+            f1_in.dec.eq(decrypt_round(m, op.dec_part, Cat(key0, Const(0, KEY_BITS - 16)), 0, "dec_e")),
+            f1_in.base.eq(e_base),
+            f1_in.base_hi_inc.eq(increment(m, e_base[_LOW_BITS:], "e_rbt_base_hi_inc")),
+            f1_in.eid.eq(op.eid),
+            f1_in.slot.eq(self._slot(op.slot) if sb else 0),
+        ]
+        f1_valid, f1, f1_ready, f1_accept = stage(m, f1_layout, go_miss, f1_in, "fetch1")
+        f2_in = Signal(fetch_layout(sb), name="fetch2_in")
+        low = wire(m, add(m, f1.base[:_LOW_BITS], Cat(Const(0, 4), f1.dec), _LOW_BITS + 1, "rbt_addr_low"),
+                   "rbt_addr_low")
+        m.d.comb += [f2_in.addr.eq(Cat(low[:_LOW_BITS], Mux(low[_LOW_BITS], f1.base_hi_inc, f1.base[_LOW_BITS:]))),
+                     f2_in.eid.eq(f1.eid), f2_in.slot.eq(f1.slot)]
+        f2_valid, f2, f2_ready, f2_accept = stage(m, fetch_layout(sb), f1_valid, f2_in, "fetch2")
+        m.d.comb += [f1_ready.eq(f2_accept), f2_ready.eq(self.mem_req.ready),
+                     self.mem_req.valid.eq(f2_valid), self.mem_req.payload.addr.eq(f2.addr)]
+        return f1_accept
+
+
+    # ------------------------------------------------------------------ answer queue
+    def _queue_update(self, m, q, answered, a_q, fetched, push, pop, e_out, go_miss):
+        """The in-order answer queue: a memory answer completes its miss's entry; *push*
+        appends E's micro-op (a miss waits); *pop* when the head is taken."""
         for k in range(QUEUE_DEPTH):
             with m.If(answered & (a_q == k)):
                 m.d.sync += [q.entry[k].entry.eq(fetched), q.wait[k].eq(0)]
@@ -322,7 +347,12 @@ class Engine(wiring.Component):
         with m.Elif(pop & ~push):
             m.d.sync += q.count.eq(q.count - 1)
 
-        # ---------------------------------------------------------- fetch ring
+
+    # ------------------------------------------------------------------ fetch ring
+    def _ring_update(self, m, ring, q, l2, op, go_miss, answered):
+        """The fetch ring: a miss allocates an entry (its queue entry, L2 entry, fill flag,
+        slot); memory answers free them in order; ``sent`` counts fetches on their way."""
+        sb = self._slot_bits
         with m.If(go_miss):
             m.d.sync += ring.alloc.eq(ring.alloc + 1)
             for r in range(MAX_FETCHES):
@@ -341,14 +371,12 @@ class Engine(wiring.Component):
         with m.Elif(answered & ~sent):
             m.d.sync += ring.sent.eq(ring.sent - 1)
 
-        # ---------------------------------------------------------- fills and flushes
-        alloc = wire(m, ~op.stale & (go_miss | (valid & in_l2 & hit_leave)), "l1_alloc")
-        self._fill(m, l1, l2, tag, op, alloc, wire(m, go_miss & ~op.stale, "l2_alloc"),
-                   wire(m, go_l1 & q_room, "from_l1"), hit_entry, ring, answered, fetched, fill_l2,
-                   a_l2)
 
-        for port, event in ((self.l1_hits, go_l1 & q_room), (self.l2_hits, valid & in_l2 & hit_leave),
-                            (self.misses, go_miss)):
+    # ------------------------------------------------------------------ counters
+    @staticmethod
+    def _counters(m, events):
+        """The lookup counters: each (port, event) counts its event, wrapping."""
+        for port, event in events:
             # the event is registered first: a lookup is counted the cycle after it leaves E
             # (before its answer), and the lookup logic stays off the counter's carry chain
             seen = Signal(name=f"{port.name}_event")
@@ -357,7 +385,6 @@ class Engine(wiring.Component):
             with m.If(seen):
                 m.d.sync += count.eq(increment(m, count, f"{port.name}_inc"))
             m.d.comb += port.eq(count)
-        return m
 
     # ------------------------------------------------------------------ L1
     def _l1(self, m, tag, tag_bits):

@@ -82,7 +82,7 @@ class StreamSource(_Port):
                 self._current = self.queue[0]
             if self._current is not None:
                 self.valid.value = 1
-                self.payload.value = self._current
+                self._drive(self._current)
             else:
                 self.valid.value = 0
             await ReadOnly()
@@ -90,6 +90,10 @@ class StreamSource(_Port):
                 self.queue.popleft()
                 self.sent += 1
                 self._current = None
+
+    def _drive(self, item):
+        """Put the queued *item* on the lines (a subclass drives its side-band signals here)."""
+        self.payload.value = item
 
 
 class StreamSink(_Port):

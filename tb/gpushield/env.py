@@ -57,21 +57,8 @@ class _RequestSource(StreamSource):
         super().clear()
         self.slot.value = 0
 
-    async def _run(self):
-        while True:
-            await RisingEdge(self.clk)
-            if self._current is None and self.queue and not next(self._pause):
-                self._current = self.queue[0]
-            if self._current is not None:
-                self.valid.value = 1
-                self.payload.value, self.slot.value = self._current
-            else:
-                self.valid.value = 0
-            await ReadOnly()
-            if self._current is not None and int(self.ready.value):
-                self.queue.popleft()
-                self.sent += 1
-                self._current = None
+    def _drive(self, item):
+        self.payload.value, self.slot.value = item
 
 
 class BcuTB(TB):
