@@ -30,11 +30,12 @@ from hw.gpushield.layout import (
     Cause,
     check_slots,
     log_layout,
+    resp_layout,
 )
 
 from .model import encrypt_id, pack_entry, t1_pointer, t2_pointer, t3_pointer, unpack_fields
 
-__all__ = ["SparseMemory", "Buffer", "Launch", "Violation", "Driver", "rbt_memory_process"]
+__all__ = ["SparseMemory", "Buffer", "Launch", "Violation", "Driver", "rbt_memory_process", "run_amaranth_sim"]
 
 
 class SparseMemory:
@@ -255,3 +256,26 @@ def rbt_memory_process(dut, mem):
                 ctx.set(dut.mem_resp.valid, 1)
                 ctx.set(dut.mem_resp.payload.data, mem.read128(pending[0]))
     return memory
+
+
+def run_amaranth_sim(dut, bench, mem, got, resp_ready=None):
+    """Run the Amaranth testbench *bench* against *dut* (a ``BCU`` or ``BCUCSR``) on the
+    Amaranth simulator, RBT fetches answered from *mem* (:func:`rbt_memory_process`); every
+    transferred response is appended to *got* (``resp_layout`` fields), which *bench* may
+    watch. *resp_ready*, if given, is called each cycle for ``resp.ready``."""
+    from amaranth.sim import Simulator
+
+    async def responses(ctx):
+        async for _, _, v, rdy, p in ctx.tick().sample(dut.resp.valid, dut.resp.ready,
+                                                      dut.resp.payload.as_value()):
+            if v and rdy:
+                got.append(unpack_fields(resp_layout, p))
+            if resp_ready is not None:
+                ctx.set(dut.resp.ready, resp_ready())
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.add_process(responses)
+    sim.add_process(rbt_memory_process(dut, mem))
+    sim.run()

@@ -11,9 +11,9 @@ from amaranth.sim import Simulator
 from hw.csr import Access, Bridge, Field, Register, RegisterFile, RegisterMap, Signature
 from hw.gpushield import BCUCSR
 from hw.gpushield.csr import BANK_BYTES, DOC, DOC_BEGIN, DOC_END, doc_table, register_map
-from hw.gpushield.layout import MAX_SLOTS, RBT_BYTES, Cause, resp_layout
-from sw.gpushield.driver import Driver, rbt_memory_process
-from sw.gpushield.model import BCUModel, WarpRequest, t1_pointer, unpack_fields
+from hw.gpushield.layout import MAX_SLOTS, RBT_BYTES, Cause
+from sw.gpushield.driver import Driver, run_amaranth_sim
+from sw.gpushield.model import BCUModel, WarpRequest, t1_pointer
 
 R, W, RW, W1C, WO = Access.R, Access.W, Access.RW, Access.W1C, Access.WO
 
@@ -223,18 +223,7 @@ def test_bcu_csr():
         await bus.write(regs["CTRL"], 0b010)               # launch again: log cleared
         assert await bus.read(regs["LOG_COUNT"]) == 0
 
-    async def responses(ctx):
-        async for _, _, v, rdy, p in ctx.tick().sample(dut.resp.valid, dut.resp.ready,
-                                                      dut.resp.payload.as_value()):
-            if v and rdy:
-                got.append(unpack_fields(resp_layout, p))
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.add_process(responses)
-    sim.add_process(rbt_memory_process(dut, drv.mem))
-    sim.run()
+    run_amaranth_sim(dut, bench, drv.mem, got)
     assert [(g["tag"], g["ok"], g["cause"]) for g in got] == [
         (w.tag, int(w.ok), w.cause.value) for w in want]
     assert [w.ok for w in want] == [True, False, True]
@@ -330,18 +319,7 @@ def test_bcu_csr_slots():
         assert await bus.read(regs["S2_LOG_COUNT"]) == 0
         assert await bus.read(regs["LOG_COUNT"]) == logs[0][0] and await bus.read(regs["S1_LOG_COUNT"]) == 1
 
-    async def responses(ctx):
-        async for _, _, v, rdy, p in ctx.tick().sample(dut.resp.valid, dut.resp.ready,
-                                                      dut.resp.payload.as_value()):
-            if v and rdy:
-                got.append(unpack_fields(resp_layout, p))
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.add_process(responses)
-    sim.add_process(rbt_memory_process(dut, drv.mem))
-    sim.run()
+    run_amaranth_sim(dut, bench, drv.mem, got)
     assert [(g["tag"], g["ok"], g["cause"]) for g in got] == [
         (w.tag, int(w.ok), w.cause.value) for w in want]
     # independent of the model: the causes written down by hand

@@ -6,12 +6,10 @@ random back-pressure on ``resp``; every answer against the golden model, in orde
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from hw.gpushield import BCU
-from hw.gpushield.layout import resp_layout
-from sw.gpushield.driver import Driver, rbt_memory_process
-from sw.gpushield.model import BCUModel, WarpRequest, pointer, pointer_addr, unpack_fields
+from sw.gpushield.driver import Driver, run_amaranth_sim
+from sw.gpushield.model import BCUModel, WarpRequest, pointer, pointer_addr
 
 
 def _requests(rng, launch, lanes, count):
@@ -69,19 +67,7 @@ def test_lanes(lanes):
         for _ in range(200):
             await ctx.tick()
 
-    async def responses(ctx):
-        async for _, _, v, rdy, p in ctx.tick().sample(dut.resp.valid, dut.resp.ready,
-                                                      dut.resp.payload.as_value()):
-            if v and rdy:
-                got.append(unpack_fields(resp_layout, p))
-            ctx.set(dut.resp.ready, rng.random() < 0.7)
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.add_process(responses)
-    sim.add_process(rbt_memory_process(dut, drv.mem))
-    sim.run()
+    run_amaranth_sim(dut, bench, drv.mem, got, resp_ready=lambda: rng.random() < 0.7)
     assert [(g["tag"], g["ok"], g["cause"]) for g in got] == [
         (w.tag, int(w.ok), w.cause.value) for w in want]
     assert {w.ok for w in want} == {True, False}
