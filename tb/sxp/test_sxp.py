@@ -450,7 +450,9 @@ async def trusted_mode_locks_the_host(dut):
     await tb.check_csr(DENIED, what="DENIED after refused host reads")
     # the CCU still writes; data keeps flowing with the key the host could not replace
     await tb.csr_write("ccu", ADDR_KXBCTXMAP + 4, cfg.kx[1])
-    phys = 0
+    # a context whose region is not the one whose base the CCU moved above (KSEL_BASE[16]),
+    # that an xbctx maps to: its frame must still pass with its key
+    phys = next(p for p in range(CONTEXTS) if cfg.kp[p] != 16 and cfg.xbctx_of(p))
     for p in frame_packets(write_frame(bytes(12), bytes(96)), rng, tile=1, xbctx=cfg.xbctx_of(phys)[0],
                            addr=cfg.region_of_phys(phys)[0]):
         tb.request(p)
