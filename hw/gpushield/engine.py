@@ -129,6 +129,14 @@ def _by_index(m, values, index, name):
     return wire(m, values[0], name)
 
 
+def _up_down(m, count, up, down):
+    """*count* + 1 on *up* alone, - 1 on *down* alone (an occupancy count)."""
+    with m.If(up & ~down):
+        m.d.sync += count.eq(count + 1)
+    with m.Elif(down & ~up):
+        m.d.sync += count.eq(count - 1)
+
+
 class Engine(wiring.Component):
     """Micro-ops in (``uop_layout``), micro-ops with their RCache entry out
     (``check_layout``), in order; RBT fetches on ``mem_req``/``mem_resp``.
@@ -342,11 +350,7 @@ class Engine(wiring.Component):
             m.d.sync += q.tail.eq(q.tail + 1)
         with m.If(pop):
             m.d.sync += q.head.eq(q.head + 1)
-        with m.If(push & ~pop):
-            m.d.sync += q.count.eq(q.count + 1)
-        with m.Elif(pop & ~push):
-            m.d.sync += q.count.eq(q.count - 1)
-
+        _up_down(m, q.count, push, pop)
 
     # ------------------------------------------------------------------ fetch ring
     def _ring_update(self, m, ring, q, l2, op, go_miss, answered):
@@ -361,15 +365,9 @@ class Engine(wiring.Component):
                                  ring.fill[r].eq(~op.stale), ring.slot[r].eq(self._slot(op.slot) if sb else 0)]
         with m.If(answered):
             m.d.sync += ring.answer.eq(ring.answer + 1)
-        with m.If(go_miss & ~answered):
-            m.d.sync += ring.count.eq(ring.count + 1)
-        with m.Elif(answered & ~go_miss):
-            m.d.sync += ring.count.eq(ring.count - 1)
+        _up_down(m, ring.count, go_miss, answered)
         sent = wire(m, self.mem_req.valid & self.mem_req.ready, "mem_sent")
-        with m.If(sent & ~answered):
-            m.d.sync += ring.sent.eq(ring.sent + 1)
-        with m.Elif(answered & ~sent):
-            m.d.sync += ring.sent.eq(ring.sent - 1)
+        _up_down(m, ring.sent, sent, answered)
 
 
     # ------------------------------------------------------------------ counters
