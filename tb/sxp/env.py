@@ -8,7 +8,14 @@ Scoreboard: a monitor feeds the model every packet the SXP accepts on ``xb_i`` a
 the same cycle), and every CSR write as it happens. At the end of a test the beats seen on
 ``pcie_o`` must equal the model's, beat by beat and in order, except parked reads, which
 may leave anywhere after their context is released (matched as a multiset); ``xb_o`` must
-equal the model's completions beat by beat. Exception count, latched record and counters
+equal the model's completions beat by beat. Whether an aes read parks is decided where the
+read meets its context's release, inside the SXP, not at the ports: a read the model passes
+(its context's ``cc`` completion was accepted first) still parks in the RTL if that
+completion's release, held up by back-pressure on ``xb_o``, has not reached the parking
+stage yet. The monitor counts the releases it sees on the parking stage's ``release`` input
+against the model's; a read the model passes while its context has a release still on the
+way may leave in either place and is matched with the parked reads. A release the model
+did not make is an error. Exception count, latched record and counters
 are read over the CSR ports and compared with the model. The monitor also checks, on the
 ports themselves, the one-read-per-context rule and the framing of both outputs: packets
 never interleave, the header is constant within a packet, and a packet has exactly
@@ -130,6 +137,8 @@ class SxpTB(TB):
         self.model = SxpModel(CONTEXTS, LANES)
         self.exp_w, self.exp_r = [], []   # expected beats (ints) in order
         self.parked = []                  # expected parked-read beats, any position
+        self.unreleased = [0] * CONTEXTS  # cc completions the model took, release not yet seen
+        self._release = dut.parking._id("release", extended=False)   # {ctx, valid}
         self.errors = []
         self.outstanding = {}             # one-read monitor: phys -> True
         self.read_hook = None             # called with (beat dict) for each aes read on pcie_o
@@ -158,7 +167,15 @@ class SxpTB(TB):
             if int(dut.rst.value):
                 self._cur = {"xb_i": [], "pcie_i": []}
                 self._out = {"pcie_o": None, "xb_o": None}
+                self.unreleased = [0] * CONTEXTS
                 continue
+            release = int(self._release.value)
+            ctx = release >> 1
+            if release & 1 and ctx < CONTEXTS:  # a request accepted from now on meets busy = 0
+                if self.unreleased[ctx] <= 0:
+                    self.errors.append(f"context {ctx} released without an aes cc "
+                                       f"completion for it")
+                self.unreleased[ctx] -= 1
             done = []
             for port in ("xb_i", "pcie_i"):
                 if int(getattr(dut, f"{port}__valid").value) and int(getattr(dut, f"{port}__ready").value):
@@ -183,6 +200,8 @@ class SxpTB(TB):
                     h = hdr
                     if h["kind"] == Kind.READ_CPL and h["aes"] and h["cc"]:
                         self.outstanding.pop(h["key_index"], None)
+                        if h["key_index"] < CONTEXTS:
+                            self.unreleased[h["key_index"]] += 1
                     self._requests()
             if int(dut.xb_o__valid.value) and int(dut.xb_o__ready.value):
                 self._check_framing("xb_o", beat_dict(dut.xb_o__payload.value))
@@ -206,7 +225,12 @@ class SxpTB(TB):
             hdr, data = self.held.popleft()
             before = len(self.model.exceptions)
             for p in self.model.request(hdr, data):
-                self.exp_w += [beat_int(b) for b in p.beats()]
+                beats = [beat_int(b) for b in p.beats()]
+                h = p.hdr
+                if h["kind"] == Kind.READ_REQ and h["aes"] and self.unreleased[h["key_index"]]:
+                    self.parked += beats    # parks in the RTL if it beats the release there
+                else:
+                    self.exp_w += beats
             self.cover.request(self.model, hdr, before)
 
     def _check_framing(self, port, b):
@@ -369,6 +393,7 @@ class SxpTB(TB):
         for pending in (self.exp_w, self.exp_r, self.parked, self.held, self.errors):
             pending.clear()
         self.outstanding.clear()
+        self.unreleased = [0] * CONTEXTS
 
 
 # ---------------------------------------------------------------------- packet builders
