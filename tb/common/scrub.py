@@ -1,11 +1,14 @@
-"""Reset-scrub checks: read every signal and every memory word of a design and look for
-secrets and for everything derived from them; count the cycles a block refuses input
+"""Reset-scrub checks: read every register, port and memory word of a design and look
+for secrets and for everything derived from them; count the cycles a block refuses input
 while its post-reset flush runs.
 
-**What is read.** :class:`Scan` walks the whole hierarchy below the top (Verilator builds
-with ``--public-flat-rw``, which cocotb's runner adds, so every net is visible) and reads
-every signal and every element of every array — the ``lib.memory.Memory`` instances are
-Verilog unpacked arrays, cocotb ``ArrayObject`` handles. A handle that cannot be read
+**What is read.** :class:`Scan` walks the whole hierarchy below the top and reads every
+signal it can see and every element of every array — the ``lib.memory.Memory`` instances
+are Verilog unpacked arrays, cocotb ``ArrayObject`` handles. The regression's models make
+every register, every memory and every module port visible, and no other net
+(:mod:`tb.common.visibility`: a net is a function of registers and inputs, so a secret left
+after the scrub sits in a register or a memory, or comes in on a port); coverage builds
+make every net visible. A handle that cannot be read
 raises :class:`ScanError`: the scan never skips silently. The only exceptions are the
 paths of :data:`UNREADABLE` (each with its reason; empty today: every handle of aes256,
 gcm_core, sxp, cc_ctrl, cc_dma, pcie_rdtable and bcu reads). Ports the testbench drives
@@ -164,7 +167,8 @@ def _windows(value, width):
 
 
 class Scan:
-    """One reading of every signal and memory word below *dut* (see the module docstring).
+    """One reading of every visible signal and memory word below *dut* (see the module
+    docstring).
 
     ``values``: {path below the top: (width, int)} of every readable value (memory words
     as ``name[index]``); ``memories``: {memory path: [its word paths]}. *skip*: path

@@ -34,6 +34,7 @@ from pathlib import Path
 from scripts.verilog import ROOT, generate, locked, param_suffix, verilog_body
 
 from .toolchain import gtkwave_safe_vcd, setup_verilator, wave_format
+from .visibility import VISIBILITY_FLAGS, expose_state
 
 __all__ = ["run", "params", "CaseResult", "RESULTS", "SIM_BUILD", "CLOCK_PERIOD_NS", "CASES_DIR",
            "COVERAGE_DIR", "coverage_enabled"]
@@ -93,10 +94,17 @@ def _build(design, params, hdl_path, trace, coverage=False):
 def _build_locked(design, params, hdl_path, trace, build_dir, coverage=False):
     from cocotb_tools.runner import get_runner
 
-    flags = (VERILATOR_FLAGS + ([f"--trace-{trace}", "--trace-structs"] if trace else [])
+    # The regression's models compile the Verilog with only its state and ports public
+    # (tb.common.visibility), a copy with the same lines. Coverage builds compile the
+    # generated file itself with every net public, so that coverage.dat names that file.
+    flags = (VERILATOR_FLAGS + ([] if coverage else VISIBILITY_FLAGS)
+             + ([f"--trace-{trace}", "--trace-structs"] if trace else [])
              + (COVERAGE_FLAGS if coverage else []))
     make_opt = f"OPT_FAST={CXX_OPT}"
-    key = hashlib.sha256(verilog_body(hdl_path) + " ".join(flags + [make_opt]).encode()).hexdigest()
+    body = verilog_body(hdl_path)
+    if not coverage:
+        body = expose_state(body.decode())[0].encode()
+    key = hashlib.sha256(body + " ".join(flags + [make_opt]).encode()).hexdigest()
     stamp = build_dir / "build.stamp"
     exe = build_dir / design
     if stamp.exists() and exe.exists() and stamp.read_text() == key:
@@ -104,13 +112,17 @@ def _build_locked(design, params, hdl_path, trace, build_dir, coverage=False):
     runner = get_runner("verilator")
     log = build_dir / "build.log"
     build_dir.mkdir(parents=True, exist_ok=True)
+    source = hdl_path
+    if not coverage:
+        source = build_dir / f"{design}.v"
+        source.write_text(expose_state(hdl_path.read_text())[0])
     start = time.monotonic()
     print(f"\n[sim] building {design}{param_suffix(params)} with Verilator (cached afterwards) …",
           file=sys.stderr, flush=True)
     makeflags = os.environ.get("MAKEFLAGS", "")
     os.environ["MAKEFLAGS"] = f"{makeflags} {make_opt}".strip()   # the runner's make reads it
     try:
-        runner.build(sources=[hdl_path], hdl_toplevel=design, build_dir=build_dir,
+        runner.build(sources=[source], hdl_toplevel=design, build_dir=build_dir,
                      build_args=flags, waves=bool(trace), always=True, log_file=log)
     finally:
         os.environ["MAKEFLAGS"] = makeflags
