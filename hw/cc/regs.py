@@ -2,6 +2,7 @@
 allow-list: which register each mode lets the host read or write. Both are data, used by
 the RTL (:mod:`hw.cc.ctrl`), the golden model (:mod:`sw.cc.model`) and the generated
 documentation (:func:`doc_tables`, written into docs/cc.md by ``python -m scripts.gen_docs``)."""
+import functools
 from pathlib import Path
 
 from hw.csr import Access, Field, Register, RegisterMap
@@ -97,10 +98,14 @@ def _perm(name):
 def allowed(row, addr, write):
     """Does the decoupler pass a host read (*write* False) or write of byte address *addr*
     in *row* (a :class:`Mode` or :data:`SCRUB`)?"""
-    for r in register_map():
-        if r.addr == addr:
-            return ("w" if write else "r") in _perm(r.name)[ROWS.index(row)]
-    return False
+    name = _register_names().get(addr)
+    return name is not None and ("w" if write else "r") in _perm(name)[ROWS.index(row)]
+
+
+@functools.cache
+def _register_names():
+    # {address: register name}, built once: the testbench's model asks every cycle
+    return {r.addr: r.name for r in register_map()}
 
 
 # ---------------------------------------------------------------------------- documentation

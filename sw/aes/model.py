@@ -3,7 +3,12 @@
 Blocks and keys are ``bytes`` in FIPS-197 byte order (byte 0 first). The RTL carries byte
 *k* in bits ``[8k+7:8k]``, so ``int.from_bytes(b, "little")`` converts between the two
 (:func:`encrypt_int`).
+
+:func:`encrypt_block` keeps the schedules of the last keys it expanded: the GCM model
+encrypts every counter block of a frame under one key, and the key expansion is most of
+the cost of a block here.
 """
+import functools
 
 __all__ = ["SBOX", "INV_SBOX", "expand_key", "encrypt_block", "encrypt_int", "ROUNDS"]
 
@@ -61,6 +66,11 @@ def expand_key(key):
     return [bytes(sum(words[4 * r:4 * r + 4], [])) for r in range(ROUNDS + 1)]
 
 
+@functools.lru_cache(maxsize=64)
+def _round_keys(key):
+    return tuple(expand_key(key))
+
+
 def _mix_column(col):
     a0, a1, a2, a3 = col
     return [
@@ -75,7 +85,7 @@ def encrypt_block(key, block):
     """E_K(block) for a 32-byte key and a 16-byte block."""
     if len(block) != 16:
         raise ValueError(f"an AES block is 16 bytes, not {len(block)}")
-    round_keys = expand_key(bytes(key))
+    round_keys = _round_keys(bytes(key))
     state = [b ^ k for b, k in zip(block, round_keys[0])]  # state[4c + r]: column c, row r
     for rnd in range(1, ROUNDS + 1):
         state = [SBOX[b] for b in state]

@@ -8,6 +8,11 @@ pipeline often depends on its output's ``ready`` in the same cycle).
 ``StreamSource.pause`` and ``StreamSink.pause`` take a generator of booleans (``True`` = idle
 this cycle), as in cocotbext-axi's ``set_pause_generator``: the same test sweeps over full
 speed, random idle cycles and random back-pressure.
+
+Every port on one clock is stepped by one coroutine, :class:`ClockLoop` (drive after the
+edge, sample in ``ReadOnly``), not by a coroutine of its own: a trigger costs cocotb far more
+than the Python of a port's step, and a testbench with four ports waited on eight triggers a
+cycle. A port writes a line only when its value changes.
 """
 import itertools
 import random
@@ -16,7 +21,8 @@ from collections import deque
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-__all__ = ["StreamSource", "StreamSink", "TransferLog", "random_pause", "never", "interleave"]
+__all__ = ["StreamSource", "StreamSink", "TransferLog", "ClockLoop", "Line", "random_pause", "never",
+           "interleave"]
 
 
 def never():
@@ -27,6 +33,48 @@ def random_pause(probability, rng=random):
     """Idle/stall with the given probability each cycle."""
     while True:
         yield rng.random() < probability
+
+
+class ClockLoop:
+    """The coroutine that steps every port of one clock, each cycle: ``drive()`` of every
+    port just after the rising edge, ``sample()`` of every port in the ``ReadOnly`` phase,
+    in the order the ports were added. One loop per clock and test: a test's coroutines end
+    with it, and the next test's first port starts a new loop."""
+
+    _loops = {}
+
+    @classmethod
+    def of(cls, clk):
+        loop = cls._loops.get(clk)
+        if loop is None or loop._task.done():
+            loop = cls._loops[clk] = cls(clk)
+        return loop
+
+    def __init__(self, clk):
+        self.ports = []
+        self._task = cocotb.start_soon(self._run(clk))
+
+    async def _run(self, clk):
+        edge, settled = RisingEdge(clk), ReadOnly()
+        while True:
+            await edge
+            for port in self.ports:
+                port.drive()
+            await settled
+            for port in self.ports:
+                port.sample()
+
+
+class Line:
+    """A DUT signal written only when its value changes (a write is a simulator call)."""
+
+    def __init__(self, handle, value=0):
+        self.handle, self.value = handle, value
+        handle.value = value
+
+    def set(self, value):
+        if value != self.value:
+            self.handle.value = self.value = value
 
 
 class _Port:
@@ -42,6 +90,9 @@ class _Port:
     def set_pause(self, generator):
         self._pause = generator if generator is not None else never()
 
+    def _start(self):
+        ClockLoop.of(self.clk).ports.append(self)
+
 
 class StreamSource(_Port):
     """Sends payload integers from a queue."""
@@ -51,9 +102,8 @@ class StreamSource(_Port):
         self.queue = deque()
         self.sent = 0
         self._current = None
-        self.valid.value = 0
-        self.payload.value = 0
-        self._task = cocotb.start_soon(self._run())
+        self._valid, self._payload = Line(self.valid), Line(self.payload)
+        self._start()
 
     def send(self, payload):
         self.queue.append(int(payload))
@@ -63,8 +113,8 @@ class StreamSource(_Port):
         lines so no test secret lingers on the port."""
         self.queue.clear()
         self._current = None
-        self.valid.value = 0
-        self.payload.value = 0
+        self._valid.set(0)
+        self._payload.set(0)
 
     def empty(self):
         """Nothing queued or waiting for ``ready`` (the queue holds the current payload
@@ -75,25 +125,24 @@ class StreamSource(_Port):
         while self.queue:
             await RisingEdge(self.clk)
 
-    async def _run(self):
-        while True:
-            await RisingEdge(self.clk)
-            if self._current is None and self.queue and not next(self._pause):
-                self._current = self.queue[0]
-            if self._current is not None:
-                self.valid.value = 1
-                self._drive(self._current)
-            else:
-                self.valid.value = 0
-            await ReadOnly()
-            if self._current is not None and int(self.ready.value):
-                self.queue.popleft()
-                self.sent += 1
-                self._current = None
+    def drive(self):
+        if self._current is None and self.queue and not next(self._pause):
+            self._current = self.queue[0]
+        if self._current is not None:
+            self._valid.set(1)
+            self._drive(self._current)
+        else:
+            self._valid.set(0)
+
+    def sample(self):
+        if self._current is not None and int(self.ready.value):
+            self.queue.popleft()
+            self.sent += 1
+            self._current = None
 
     def _drive(self, item):
         """Put the queued *item* on the lines (a subclass drives its side-band signals here)."""
-        self.payload.value = item
+        self._payload.set(item)
 
 
 class StreamSink(_Port):
@@ -103,8 +152,9 @@ class StreamSink(_Port):
         super().__init__(dut, name, clk)
         self.queue = deque()
         self.received = 0
-        self.ready.value = 0
-        self._task = cocotb.start_soon(self._run())
+        self._ready = Line(self.ready)
+        self._taking = False
+        self._start()
 
     def clear(self):
         self.queue.clear()
@@ -119,15 +169,14 @@ class StreamSink(_Port):
             return self.queue.popleft()
         raise AssertionError(f"{self.name}: no transfer within {timeout_cycles} cycles")
 
-    async def _run(self):
-        while True:
-            await RisingEdge(self.clk)
-            ready = self.enabled and not next(self._pause)
-            self.ready.value = int(ready)
-            await ReadOnly()
-            if ready and int(self.valid.value):
-                self.queue.append(int(self.payload.value))
-                self.received += 1
+    def drive(self):
+        self._taking = self.enabled and not next(self._pause)
+        self._ready.set(int(self._taking))
+
+    def sample(self):
+        if self._taking and int(self.valid.value):
+            self.queue.append(int(self.payload.value))
+            self.received += 1
 
 
 class TransferLog:

@@ -24,7 +24,7 @@ from sw.gpushield.driver import Driver, SparseMemory
 from sw.gpushield.model import BCUModel, unpack_fields
 from sw.gpushield.traces import kernel, to_request
 from tb.common.sim import params
-from tb.common.stream import StreamSink, StreamSource, never, random_pause
+from tb.common.stream import Line, StreamSink, StreamSource, never, random_pause
 from tb.common.tb import TB
 
 from .cover import BcuCoverage
@@ -46,8 +46,7 @@ class _RequestSource(StreamSource):
     """The ``req`` stream with ``req_slot`` driven beside each payload (held with it)."""
 
     def __init__(self, dut, clk):
-        self.slot = dut.req_slot
-        self.slot.value = 0
+        self._slot = Line(dut.req_slot)
         super().__init__(dut, "req", clk)
 
     def send(self, payload, slot=0):
@@ -55,10 +54,11 @@ class _RequestSource(StreamSource):
 
     def clear(self):
         super().clear()
-        self.slot.value = 0
+        self._slot.set(0)
 
     def _drive(self, item):
-        self.payload.value, self.slot.value = item
+        self._payload.set(item[0])
+        self._slot.set(item[1])
 
 
 class BcuTB(TB):
