@@ -24,10 +24,12 @@ __all__ = ["parse_shard", "weight", "assign", "select", "WEIGHTS", "DEFAULT_WEIG
 # added to the regression should get a line here (without one it weighs DEFAULT_WEIGHT).
 WEIGHTS = {
     "tb/aes/test_aes.py::test_aes256": 45,
-    # the soak smoke runs on the sxp_system, gcm_core and bcu builds the block tests make
+    # the soak slices run on the sxp_system, gcm_core and bcu builds the block tests make
     "tb/common/test_soak.py::test_soak_smoke[sxp_system]": 12,
-    "tb/common/test_soak.py::test_soak_smoke[gcm]": 8,
-    "tb/common/test_soak.py::test_soak_smoke[bcu]": 5,
+    "tb/common/test_soak.py::test_soak_smoke[gcm]": 12,
+    "tb/common/test_soak.py::test_soak_smoke[bcu]": 12,
+    "tb/common/test_visibility.py::test_registers_memories_and_ports_only": 1,
+    "tb/common/test_visibility.py::test_every_flip_flop_of_a_design_is_marked": 1,
     "tb/cc/test_cc_ctrl.py::test_cc_ctrl": 115,
     "tb/cc/test_cc_dma.py::test_cc_dma": 190,
     "tb/cc/test_gpu_cc.py::test_gpu_cc": 310,
@@ -57,6 +59,9 @@ WEIGHTS = {
     "tb/system/test_system.py::test_sxp_system[sxp_system]": 300,
     "tb/system/test_system.py::test_sxp_system[sxp_system_x4]": 550,
     "tb/system/test_system.py::test_parameters_rejected": 1,
+    # the host-side error tests run on the builds test_sxp_system makes
+    "tb/system/test_system_errors.py::test_sxp_system_errors[sxp_system]": 15,
+    "tb/system/test_system_errors.py::test_sxp_system_errors[sxp_system_x4]": 25,
 }
 DEFAULT_WEIGHT = 100
 
