@@ -1,14 +1,16 @@
-"""Smoke test of the soak campaigns (scripts/soak.py, ``make soak``), part of ``make sim`` so
-that they cannot rot: a few attempts of each campaign on the regression's own Verilator
-builds, through the driver (seed list, chunk run, tallies, verdict). ``SEED=n`` fixes the
-base seed; without it every run draws a fresh one (printed)."""
+"""A slice of each soak campaign (scripts/soak.py, ``make soak``), part of ``make sim``: so
+that the campaigns cannot rot, and so that every regression run sends fresh random attacks,
+frames and warps beside its directed tests — on the regression's own Verilator builds,
+through the driver (seed list, chunk run, tallies, verdict). The slices are sized to about
+ten seconds of simulation each. ``SEED=n`` fixes the base seed; without it every run draws a
+fresh one (printed)."""
 import os
 
 import pytest
 
 from scripts.soak import run_campaign
 
-SMOKE = {"sxp_system": 12, "gcm": 64, "bcu": 400}
+SMOKE = {"sxp_system": 240, "gcm": 1200, "bcu": 40_000}
 
 
 @pytest.mark.parametrize("campaign", list(SMOKE))
