@@ -187,6 +187,10 @@ def verdict_line(r):
 
 # ---- running chunks -----------------------------------------------------------------------
 
+def _run_name(campaign, chunk):
+    return f"soak_{campaign.name}_{chunk.seed}"
+
+
 def _run_chunk(campaign, chunk, waves_dir=None):
     """One simulator run of *chunk* (with waves into *waves_dir* if given): a ChunkResult."""
     import pytest
@@ -200,8 +204,9 @@ def _run_chunk(campaign, chunk, waves_dir=None):
     saved = {k: os.environ.get(k) for k in ("SEED", "WAVES", "WAVE_FILE", "PYTEST_CURRENT_TEST", "TESTCASE")}
     os.environ["SEED"] = str(chunk.seed)
     os.environ.pop("TESTCASE", None)
-    # tb.common.sim names the run's folder (sim_build/tests/<name>/) after the pytest test
-    os.environ["PYTEST_CURRENT_TEST"] = f"soak::soak_{campaign.name} (call)"
+    # tb.common.sim names the run's folder (sim_build/tests/<name>/) after the pytest test:
+    # one per seed, so that shards running side by side in one work tree keep apart
+    os.environ["PYTEST_CURRENT_TEST"] = f"soak::{_run_name(campaign, chunk)} (call)"
     if waves_dir is not None:
         waves_dir.mkdir(parents=True, exist_ok=True)
         os.environ["WAVES"] = "1"
@@ -255,7 +260,7 @@ def _save_failure(campaign, chunk, result, waves=True):
         f"campaign {campaign.name}, chunk {chunk.index}, seed {chunk.seed}, {chunk.attempts} {campaign.unit}\n"
         f"reproduce (with waves): make soak CAMPAIGN={campaign.name} RERUN={chunk.seed} COUNT={chunk.attempts}\n\n"
         f"{result.message}\n")
-    log = ROOT / "sim_build" / "tests" / f"soak_{campaign.name}" / "sim.log"
+    log = ROOT / "sim_build" / "tests" / _run_name(campaign, chunk) / "sim.log"
     if log.exists():
         shutil.copyfile(log, folder / "sim.log")
     if waves:

@@ -147,6 +147,7 @@ class SystemTB(TB):
         self.exception = None
         self.irq_seen = False
         self.held = False
+        self._restarting = False     # a chip reset is under way: the pump moves nothing
         self._rr = deque(self.tiles)
         self._req_beats, self._cpl_beats = [], []
         self._verdicts = []          # (cycle, tile) frames waiting for the irq verdict
@@ -173,7 +174,12 @@ class SystemTB(TB):
 
     async def restart(self, host, tiles):
         """A chip reset between two runs of a job (keys scrubbed, trusted mode left): new
-        host memory and fresh tiles; nothing in flight survives."""
+        host memory and fresh tiles; nothing in flight survives. While the reset is under way
+        the pump moves nothing: a read request the SXP still sends as the reset begins must
+        not reach the host, whose answer would enter ``pcie_i`` after the reset and be cut
+        off mid-packet by the clear below (the table would then read the next read's
+        completion as the rest of that packet: ADDRESS, and a read that never ends)."""
+        self._restarting = True
         self.xb_src.clear()
         self.cpl_src.clear()
         self.xb_sink.clear()
@@ -190,6 +196,7 @@ class SystemTB(TB):
         self._req_beats, self._cpl_beats, self._verdicts = [], [], []
         self.exception, self.irq_seen, self.held = None, False, False
         self.xb_log = {}
+        self._restarting = False
 
     # ---- one cycle of the world around the RTL ----------------------------------------------
     async def _pump(self):
@@ -197,6 +204,8 @@ class SystemTB(TB):
             await RisingEdge(self.clk)
             await ReadOnly()
             self.now += 1
+            if self._restarting:
+                continue
             irq = int(self.pin.value)
             if irq and not self.irq_seen:
                 self.irq_seen = True
