@@ -165,7 +165,7 @@ def bench_modules(block=None):
         folder = path.parent.name
         if block and block != folder and DESIGNS.get(block, None) and DESIGNS[block].folder != folder:
             continue
-        if block and block not in DESIGNS and block != folder:
+        if block and block not in DESIGNS and block not in (folder, path.stem.removeprefix("bench_")):
             continue
         yield f"tb.{folder}.{path.stem}"
 
