@@ -36,6 +36,7 @@ WEIGHTS = {
     "tb/gcm/test_gcm.py::test_gcm_core[gcm_core]": 92,
     "tb/gcm/test_gcm.py::test_gcm_core[gcm_core_x4]": 210,
     "tb/gpushield/test_gpushield.py::test_bcu": 60,
+    "tb/gpushield/test_bcu_corners.py::test_bcu_corners": 5,          # on test_bcu's build
     "tb/gpushield/test_csr.py::test_map_validation": 1,
     "tb/gpushield/test_csr.py::test_docs_generated": 2,
     "tb/gpushield/test_csr.py::test_gpushield_doc_has_generated_table": 1,
