@@ -5,7 +5,8 @@
   :class:`sw.cc.model.CCCtrlModel`: every cycle the monitor (in the ReadOnly phase) first
   compares the block's outputs (``mode``, ``mode_store``, ``ready``, ``fault``, ``key``,
   read data of last cycle's reads, memory responses) with the model, then feeds the model
-  what the ports carry in this cycle.
+  what the ports carry in this cycle (:class:`CtrlChecks`, which a top embedding
+  ``cc_ctrl`` reuses: tb/cc/test_gpu_cc_regs.py).
 - :class:`DmaTB` (``cc_dma``): a memory (Python dict) behind the ``rd_req`` / ``rd_resp`` /
   ``wr`` streams with random latency, idle cycles and back-pressure on every stream;
   descriptors and keys in; statuses checked in order against
@@ -75,7 +76,130 @@ KEY_GO = 1 << 8
 
 
 # ================================================================== cc_ctrl
-class CtrlTB(TB):
+class CtrlChecks:
+    """The ``cc_ctrl`` scoreboard, for ``cc_ctrl`` itself (:class:`CtrlTB`) and for a top
+    that embeds it (``gpu_cc``): every cycle it compares the read data of last cycle's reads,
+    ``mode``, ``mode_store``, ``ready``, ``fault`` (and ``key``) and every external memory
+    response with :class:`sw.cc.model.CCCtrlModel`, then feeds the model what the ``host``,
+    ``fw`` and ``mem_req`` ports carry. The class using it has ``dut``, ``clk``, ``host``
+    and ``fw`` and calls :meth:`_start_ctrl_checks`; a top that embeds ``cc_ctrl`` says
+    how it differs (:attr:`KEY_OUTPUT`, :attr:`FW_OWN`, :meth:`_src_code`)."""
+
+    KEY_OUTPUT = True     # cc_ctrl's ``key`` output is a port of the top
+    FW_OWN = ()           # firmware addresses the top answers itself: idle cycles to the model
+
+    def _src_code(self, src):
+        """The initiator code ``cc_ctrl`` sees for a ``mem_req`` whose ``src`` is *src*."""
+        return src
+
+    def _start_ctrl_checks(self):
+        self.model = CCCtrlModel(DEPTH, PROTECTED)
+        self.expect_resp = deque()
+        self.responses = []            # (request, RTL response dict) in order
+        self.pending_reads = []        # (port, addr, model value) checked next cycle
+        self.errors = []
+        self.cycle = self.reads_checked = 0
+        cocotb.start_soon(self._ctrl_monitor())
+
+    # hooks for the testbench's own bookkeeping
+    def _on_power_on(self):
+        pass
+
+    def _on_cycle(self, flr, req):
+        pass
+
+    def _on_request(self, req):
+        pass
+
+    def _after_cycle(self):
+        pass
+
+    @staticmethod
+    def _bus(port):
+        """What *port* carries this cycle (the pins, sampled in ReadOnly)."""
+        r_stb, w_stb = int(port.r_stb.value), int(port.w_stb.value)
+        if not (r_stb or w_stb):
+            return Bus()
+        return Bus(r_stb, w_stb, int(port.addr.value), int(port.w_data.value))
+
+    def _check_reads(self):
+        for port, addr, want in self.pending_reads:
+            got = int(port.r_data.value)
+            self.reads_checked += 1
+            if got != want:
+                self.errors.append(f"cycle {self.cycle}: {port.name} read {addr:#04x} = "
+                                   f"{got:#x}, model {want:#x}")
+        self.pending_reads = []
+
+    def _check_outputs(self):
+        dut, m = self.dut, self.model
+        outs = {"mode": m.active.value, "mode_store": m.store.value, "ready": int(m.ready),
+                "fault": m.fault}
+        if self.KEY_OUTPUT:
+            outs["key"] = m.key
+        for name, want in outs.items():
+            got = int(getattr(dut, name).value)
+            if got != want:
+                self.errors.append(f"cycle {self.cycle}: {name} = {got:#x}, model {want:#x}")
+
+    def _mem_transfer(self):
+        """The ``mem_req`` transfer of this cycle as ``cc_ctrl`` sees it (or None), and
+        whether a response was taken (checked against the model's)."""
+        dut = self.dut
+        req = None
+        if int(dut.mem_req__valid.value) and int(dut.mem_req__ready.value):
+            p = unpack(REQ, dut.mem_req__payload.value)
+            req = (self._src_code(getattr(p["src"], "value", p["src"])), p["addr"], p["write"],
+                   p["data"])
+        take = bool(int(dut.mem_resp__valid.value) and int(dut.mem_resp__ready.value))
+        if take:
+            got = unpack(RESP, dut.mem_resp__payload.value)
+            if not self.expect_resp:
+                self.errors.append(f"cycle {self.cycle}: response with none expected")
+            else:
+                request, want = self.expect_resp.popleft()
+                if (got["data"], got["ok"]) != want:
+                    self.errors.append(f"cycle {self.cycle}: response to {request} = "
+                                       f"({got['data']:#x}, {got['ok']}), model {want}")
+                self.responses.append((request, got))
+        return req, take
+
+    async def _ctrl_monitor(self):
+        dut, m = self.dut, self.model
+        while True:
+            await RisingEdge(self.clk)
+            await ReadOnly()
+            self.cycle += 1
+            self._check_reads()
+            if int(dut.rst.value):
+                m.power_on(int(dut.mode_nv.value))
+                self._on_power_on()
+                self.expect_resp.clear()
+                continue
+            self._check_outputs()
+            flr = int(dut.flr.value)
+            hbus, fbus = self._bus(self.host), self._bus(self.fw)
+            if fbus.addr in self.FW_OWN:
+                fbus = Bus()
+            req, take = self._mem_transfer()
+            self._on_cycle(flr, req)
+            try:
+                out = m.step(flr, hbus, fbus, req, take)
+            except AssertionError as e:
+                self.errors.append(f"cycle {self.cycle}: {e}")
+                continue
+            if req is not None:
+                self._on_request(req)
+                self.expect_resp.append((req, out["resp"]))
+            if flr and self.expect_resp:
+                self.expect_resp.clear()       # an flr drops the response in flight
+            for port, bus, key in ((self.host, hbus, "host"), (self.fw, fbus, "fw")):
+                if bus.r_stb:
+                    self.pending_reads.append((port, bus.addr, out[key]))
+            self._after_cycle()
+
+
+class CtrlTB(TB, CtrlChecks):
     def __init__(self, dut, idle=0.0, stall=0.0):
         super().__init__(dut)
         self.host = CsrBus(dut, "host", self.clk)
@@ -91,17 +215,11 @@ class CtrlTB(TB):
         dut.flr.value = 0
         dut.mode_nv.value = 0
         self.flr_queue = 0
-        self.model = CCCtrlModel(DEPTH, PROTECTED)
-        self.expect_resp = deque()
-        self.responses = []            # (request, RTL response dict) in order
         self.req_log = deque()
-        self.pending_reads = []        # (port, addr, model value) checked next cycle
-        self.errors = []
-        self.cycle = 0
         self.eeprom = Mode.OFF         # the board's EEPROM bit
         self.cover = CtrlCoverage()    # functional cover points (tb/cc/cover.py)
         cocotb.start_soon(self._flr_driver())
-        cocotb.start_soon(self._monitor())
+        self._start_ctrl_checks()
 
     # ------------------------------------------------------------------ stimulus
     async def power_on(self, mode_nv):
@@ -152,74 +270,19 @@ class CtrlTB(TB):
         assert not self.errors, f"{len(self.errors)} mismatches with the model, first: " + \
             "; ".join(self.errors[:3])
 
-    # ------------------------------------------------------------------ scoreboard
-    @staticmethod
-    def _bus(port):
-        """What *port* carries this cycle (the pins, sampled in ReadOnly)."""
-        r_stb, w_stb = int(port.r_stb.value), int(port.w_stb.value)
-        if not (r_stb or w_stb):
-            return Bus()
-        return Bus(r_stb, w_stb, int(port.addr.value), int(port.w_data.value))
+    # ------------------------------------------------------------------ scoreboard hooks
+    def _on_power_on(self):
+        self.cover.power_on()
 
-    async def _monitor(self):
-        dut, m = self.dut, self.model
-        while True:
-            await RisingEdge(self.clk)
-            await ReadOnly()
-            self.cycle += 1
-            for port, addr, want in self.pending_reads:
-                got = int(port.r_data.value)
-                if got != want:
-                    self.errors.append(f"cycle {self.cycle}: {port.name} read {addr:#04x} = "
-                                       f"{got:#x}, model {want:#x}")
-            self.pending_reads = []
-            if int(dut.rst.value):
-                m.power_on(int(dut.mode_nv.value))
-                self.cover.power_on()
-                self.expect_resp.clear()
-                continue
-            outs = {"mode": (int(dut.mode.value), m.active.value),
-                    "mode_store": (int(dut.mode_store.value), m.store.value),
-                    "ready": (int(dut.ready.value), int(m.ready)),
-                    "fault": (int(dut.fault.value), m.fault),
-                    "key": (int(dut.key.value), m.key)}
-            for name, (got, want) in outs.items():
-                if got != want:
-                    self.errors.append(f"cycle {self.cycle}: {name} = {got:#x}, model {want:#x}")
-            flr = int(dut.flr.value)
-            hbus, fbus = self._bus(self.host), self._bus(self.fw)
-            req = None
-            if int(dut.mem_req__valid.value) and int(dut.mem_req__ready.value):
-                p = unpack(REQ, dut.mem_req__payload.value)
-                req = (p["src"].value if hasattr(p["src"], "value") else p["src"], p["addr"],
-                       p["write"], p["data"])
-            resp_take = bool(int(dut.mem_resp__valid.value) and int(dut.mem_resp__ready.value))
-            if resp_take:
-                got = unpack(RESP, dut.mem_resp__payload.value)
-                if not self.expect_resp:
-                    self.errors.append(f"cycle {self.cycle}: response with none expected")
-                else:
-                    request, want = self.expect_resp.popleft()
-                    if (got["data"], got["ok"]) != want:
-                        self.errors.append(f"cycle {self.cycle}: response to {request} = "
-                                           f"({got['data']:#x}, {got['ok']}), model {want}")
-                    self.responses.append((request, got))
-            self.cover.cycle(m, flr, req)
-            try:
-                out = m.step(flr, hbus, fbus, req, resp_take)
-            except AssertionError as e:
-                self.errors.append(f"cycle {self.cycle}: {e}")
-                continue
-            if req is not None:
-                self.req_log.popleft()
-                self.expect_resp.append((req, out["resp"]))
-            if flr and self.expect_resp:
-                self.expect_resp.clear()       # an flr drops the response in flight
-            for port, bus, key in ((self.host, hbus, "host"), (self.fw, fbus, "fw")):
-                if bus.r_stb:
-                    self.pending_reads.append((port, bus.addr, out[key]))
-            if int(dut.mode_store.value) != self.eeprom.value:
-                self.eeprom = Mode(int(dut.mode_store.value))   # the board writes it back
+    def _on_cycle(self, flr, req):
+        self.cover.cycle(self.model, flr, req)
+
+    def _on_request(self, req):
+        self.req_log.popleft()
+
+    def _after_cycle(self):
+        if int(self.dut.mode_store.value) != self.eeprom.value:
+            self.eeprom = Mode(int(self.dut.mode_store.value))   # the board writes it back
 
 
 # ================================================================== cc_dma

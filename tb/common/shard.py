@@ -33,6 +33,7 @@ WEIGHTS = {
     "tb/cc/test_cc_ctrl.py::test_cc_ctrl": 115,
     "tb/cc/test_cc_dma.py::test_cc_dma": 190,
     "tb/cc/test_gpu_cc.py::test_gpu_cc": 310,
+    "tb/cc/test_gpu_cc_regs.py::test_gpu_cc_regs": 5,                # on test_gpu_cc's build
     "tb/gcm/test_gcm.py::test_gcm_core[gcm_core]": 92,
     "tb/gcm/test_gcm.py::test_gcm_core[gcm_core_x4]": 210,
     "tb/gpushield/test_gpushield.py::test_bcu": 60,
