@@ -4,7 +4,8 @@
 (``sim_build/coverage/<tb folder>/``; every block's without BLOCK), runs its regression with
 ``SIM_COVERAGE=1`` (Verilator line and toggle coverage, builds in ``…-cov/`` directories:
 :mod:`tb.common.sim`), then reports on the data of every block there is (so blocks run one
-after another add up) and fails when a test failed or a functional bin was never hit.
+after another add up) and fails when a test failed, a functional bin was never hit or a
+data-path bit never toggled.
 ``python -m scripts.coverage report [--check]`` reports on the data already collected.
 
 Written to ``sim_build/reports/``:
@@ -16,6 +17,10 @@ Written to ``sim_build/reports/``:
 - ``coverage.dat`` (every test's data merged, Verilator's ``SystemC::Coverage-3`` format),
   ``coverage.info`` (lcov) and ``coverage-html/`` (lcov's ``genhtml``; Debian ``lcov``,
   installed when missing and running as root, as ``make synth`` installs yosys);
+- the data-path toggle check in both: every bit of a design's data path (:data:`DATA_PATH`)
+  must rise and fall, except the fields :data:`CONSTANT` ties to a constant; a bit inside an
+  embedded block that has a regression of its own (:data:`EMBEDDED`) is that regression's
+  to toggle, only the block's ports are the embedding design's;
 - ``functional.json`` / ``functional.md``: the bins of every cover group
   (:mod:`tb.common.cover`) summed over every test and block, and the bins never hit.
 
@@ -31,6 +36,7 @@ simulators run the block once at time 0): its ``if`` branch and the wire's toggl
 be hit, so they are counted apart (``excluded``), not as misses.
 """
 import argparse
+import functools
 import json
 import os
 import re
@@ -45,7 +51,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 __all__ = ["parse_dat", "read_dat", "write_dat", "merge", "point_fields", "summarize", "DesignSummary",
            "write_info", "merge_functional", "functional_summary", "collect", "report", "main",
-           "COVERAGE_DIR", "REPORTS"]
+           "data_path_role", "check_data_path", "DATA_PATH", "DATA_PATH_OF", "CONSTANT", "UNREACHABLE",
+           "EMBEDDED", "COVERAGE_DIR", "REPORTS"]
 
 COVERAGE_DIR = ROOT / "sim_build" / "coverage"
 REPORTS = ROOT / "sim_build" / "reports"
@@ -56,6 +63,53 @@ _POINT = re.compile(r"^C '(.*)' (\d+)\s*$")
 _ARTIFACT_LINE = re.compile(r"^\s*if \(\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ \) begin end\s*$")
 # the same wire in a toggle point's name, escaped by Verilator (`$` is __024, `.` __02e, `:` __03a)
 _ARTIFACT_SIGNAL = re.compile(r"verilog_backend__02ecc__03a\d+__03adump_module")
+
+# The data path: the bits a design carries or transforms as payload. By the last part of a
+# signal's name (a struct field's own name): AES round states, key schedules, S-box and
+# MixColumns nets (`s<stage>_…`); blocks, keys, H, GHASH accumulators and partial products,
+# nonces (`ctx<n>_…`, `ghash_…`, `x_r`, `h<n>_src`); the `data` field of every stream payload;
+# the BCU's id keys. Addresses, lengths, sizes, ids, tags, counters, causes and other metadata
+# are the control path: in the toggle totals, not required to toggle.
+DATA_PATH = re.compile(r"^(s\d+_(state|key|block|ks_\w+|sub|mix_\w+|sbox_\w+)|ctx\d+_(key|h|x|nonce)"
+                       r"|h\d*_src|ghash_\w+|x_r|block|key|data|nonce|id_key(\[\d+\])?)$")
+
+# More of the data path, per design (file stem up to the first "-"): the BCU's data are the
+# addresses and bounds it compares (lane addresses, entry bases and sizes, the spans' lo/hi,
+# the limits and ends); the adders' carry nets are left out.
+DATA_PATH_OF = {
+    "bcu": re.compile(r"^(addr|base|size|lo|hi|limit|end)$"),
+}
+
+# Data-path fields tied to a constant by design (a regexp on the signal's path in the design,
+# and why): they cannot toggle.
+CONSTANT = {
+    re.compile(r"(^|\.)req_o__payload\.data$"):
+        "a read request carries no data: pcie_rdtable ties req_o.data to 0 (hw/pcie/rdtable.py)",
+}
+
+# Data-path bits no legal stimulus reaches, per design family: (path regexp, bits, why).
+UNREACHABLE = {
+    "bcu": [(re.compile(r"^(engine\.fetch1(_in)?\.base|engine\.fetch2(_in)?\.addr"
+                        r"|(engine\.)?mem_req__payload(\$\d+)?\.addr)$"),
+             range(4),
+             "an RBT is an array of 16-byte entries in memory read in 16-byte words: rbt_base and "
+             "every fetch address are multiples of 16 (docs/gpushield.md, 'The range'), so bits 3..0 "
+             "stay 0; the testbench's memory refuses an unaligned fetch as GPU memory would"),
+    ],
+}
+
+# Instances of blocks that have a regression of their own, per design (its file stem up to
+# the first "-"): their inside is toggled by that regression (in the named design); the
+# embedding design answers for their ports (a name whose first part holds "__": `i__payload`,
+# `key__payload.key`) and for everything outside them.
+EMBEDDED = {
+    "sxp": {"engine_r.gcm": "gcm_core", "engine_w.gcm": "gcm_core"},
+    "sxp_x4": {"engine_r.gcm": "gcm_core_x4", "engine_w.gcm": "gcm_core_x4"},
+    "sxp_system": {"sxp": "sxp", "rdtable": "pcie_rdtable"},
+    "sxp_system_x4": {"sxp": "sxp_x4", "rdtable": "pcie_rdtable"},
+    "cc_dma": {"gcm": "gcm_core"},
+    "gpu_cc": {"dma": "cc_dma", "ctrl": "cc_ctrl"},
+}
 
 
 def parse_dat(text, origin="coverage data"):
@@ -119,6 +173,12 @@ class DesignSummary:
     uncovered: list = field(default_factory=list)   # [{"line", "points": [...], "text"}]
     untoggled: list = field(default_factory=list)   # [[signal, points never hit]], most first (top 100)
     untoggled_count: int = 0
+    data_path: int = 0          # toggle points of the design's own data path (module docstring)
+    data_path_hit: int = 0
+    data_path_untoggled: list = field(default_factory=list)  # [[signal, points never hit]]
+    data_path_constant: int = 0     # ... of fields tied to a constant (CONSTANT) or bits UNREACHABLE
+    data_path_embedded: int = 0     # data-path points inside embedded blocks (EMBEDDED)
+    data_path_embedded_hit: int = 0
 
     @property
     def line_pct(self):
@@ -128,8 +188,42 @@ class DesignSummary:
     def toggle_pct(self):
         return 100.0 * self.toggles_hit / self.toggles if self.toggles else 100.0
 
+    @property
+    def data_path_pct(self):
+        return 100.0 * self.data_path_hit / self.data_path if self.data_path else 100.0
+
     def as_dict(self):
-        return {**asdict(self), "line_pct": round(self.line_pct, 2), "toggle_pct": round(self.toggle_pct, 2)}
+        return {**asdict(self), "line_pct": round(self.line_pct, 2), "toggle_pct": round(self.toggle_pct, 2),
+                "data_path_pct": round(self.data_path_pct, 2)}
+
+
+def _unreachable(design, path, point):
+    """Whether toggle point *point* (Verilator's name, with its bit index) of *path* is a
+    bit :data:`UNREACHABLE` lists for *design*."""
+    rules = UNREACHABLE.get(design.split("-", 1)[0], ())
+    bit = re.search(r"\[(\d+)\]:\d->\d$", point)
+    return bool(bit) and any(p.match(path) and int(bit.group(1)) in bits for p, bits, _ in rules)
+
+
+@functools.lru_cache(maxsize=None)
+def data_path_role(design, path):
+    """What a toggled signal is to *design* (a file stem such as ``sxp_system-contexts_4``):
+    ``None`` (control path), ``"constant"`` (:data:`CONSTANT`), ``"embedded"`` (inside a
+    block another regression toggles, :data:`EMBEDDED`) or ``"data"``. *path*: the signal's
+    name below the design's top, instances joined by dots (``sxp.engine_r.gcm.ctx0_key``)."""
+    leaf = path.rsplit(".", 1)[-1]
+    family = design.split("-", 1)[0]
+    extra = DATA_PATH_OF.get(family)
+    if not (DATA_PATH.match(leaf) or (extra and extra.match(leaf))):
+        return None
+    if any(p.search(path) for p in CONSTANT):
+        return "constant"
+    for instance in EMBEDDED.get(family, {}):
+        if path.startswith(instance + "."):
+            inside = path[len(instance) + 1:]
+            if "__" not in inside.split(".", 1)[0]:
+                return "embedded"
+    return "data"
 
 
 def _excluded(f, text):
@@ -163,6 +257,7 @@ def summarize(counts, blocks_of=None, read_source=_source_lines):
         s = DesignSummary(Path(path).stem, rel, sorted((blocks_of or {}).get(path, [])))
         per_line = defaultdict(list)            # line -> [(point name, count)]
         untoggled = []
+        data_missed = defaultdict(int)
         for f, n in points:
             kind, line = f.get("t", ""), int(f.get("l", 0) or 0)
             if kind in LINE_KINDS + ("toggle",) and _excluded(f, text):
@@ -173,6 +268,21 @@ def summarize(counts, blocks_of=None, read_source=_source_lines):
                 s.toggles_hit += n > 0
                 if not n:
                     untoggled.append(f.get("o", "?"))
+                hier = f.get("h", "").split(".", 1)
+                path = (hier[1] + "." if len(hier) > 1 else "") + signal_name(f.get("o", "?"))
+                role = data_path_role(s.design, path)
+                if role == "data" and _unreachable(s.design, path, f.get("o", "")):
+                    role = "constant"
+                if role == "data":
+                    s.data_path += 1
+                    s.data_path_hit += n > 0
+                    if not n:
+                        data_missed[path] += 1
+                elif role == "embedded":
+                    s.data_path_embedded += 1
+                    s.data_path_embedded_hit += n > 0
+                elif role == "constant":
+                    s.data_path_constant += 1
             elif kind in LINE_KINDS:
                 s.line_points += 1
                 s.line_points_hit += n > 0
@@ -191,6 +301,7 @@ def summarize(counts, blocks_of=None, read_source=_source_lines):
         for name in untoggled:
             by_signal[signal_name(name)] += 1
         s.untoggled = [[k, n] for k, n in sorted(by_signal.items(), key=lambda kv: (-kv[1], kv[0]))][:100]
+        s.data_path_untoggled = [[k, n] for k, n in sorted(data_missed.items())]
         out[s.design] = s
     return out
 
@@ -317,16 +428,28 @@ def _md_code(designs, tests):
            "every test of the blocks run merged. Line: source lines whose every line/branch point was hit. "
            "Toggle: 0→1 and 1→0 of every bit.", "",
            "| design | block(s) | tests | line % | lines hit / lines | uncovered lines | toggle % "
-           "| toggles hit / toggles | excluded |", "|---|---|---|---|---|---|---|---|---|"]
+           "| toggles hit / toggles | excluded | data path % | data-path toggles hit / toggles "
+           "| in embedded blocks | constant or unreachable |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for d in designs.values():
         ntests = sum(len(tests.get(b, [])) for b in d.blocks)
         out.append(f"| `{d.design}` | {', '.join(d.blocks)} | {ntests} | {d.line_pct:.2f} | {d.lines_hit} / {d.lines} "
-                   f"| {len(d.uncovered)} | {d.toggle_pct:.2f} | {d.toggles_hit} / {d.toggles} | {d.excluded} |")
+                   f"| {len(d.uncovered)} | {d.toggle_pct:.2f} | {d.toggles_hit} / {d.toggles} | {d.excluded} "
+                   f"| {d.data_path_pct:.2f} | {d.data_path_hit} / {d.data_path} "
+                   f"| {d.data_path_embedded_hit} / {d.data_path_embedded} | {d.data_path_constant} |")
+    out += ["", "Data path: the toggle points of the bits each design carries or transforms as payload "
+            "(`scripts/coverage.py` `DATA_PATH`: AES states, key schedules and S-box nets, blocks, keys, H, "
+            "GHASH, nonces, stream `data` fields, id keys); every one must be hit. Inside an embedded block "
+            "that has its own regression (`EMBEDDED`) they are that regression's (shown apart, not "
+            "required here); fields tied to a constant (`CONSTANT`) and bits no legal stimulus reaches "
+            "(`UNREACHABLE`) cannot toggle (docs/coverage.md, \"Data path\")."]
     for d in designs.values():
         if d.uncovered:
             out += ["", f"## `{d.source}`: uncovered lines", ""]
             out += [f"- {u['line']} ({', '.join(u['points'])}{'; ' + u['amaranth'] if u.get('amaranth') else ''}): "
                     f"`{_SRC_ATTR.sub('', u['text'])[:120]}`" for u in d.uncovered]
+        if d.data_path_untoggled:
+            out += ["", f"## `{d.source}`: data-path toggle points never hit", ""]
+            out.append(", ".join(f"`{sig}` {n}" for sig, n in d.data_path_untoggled))
         if d.untoggled_count:
             out += ["", f"## `{d.source}`: {d.untoggled_count} toggle points never hit, by signal"
                     + (" (the 100 with most)" if len(d.untoggled) == 100 else ""), ""]
@@ -405,7 +528,8 @@ def _html(info, out_dir):
 def _print_summary(designs, fsum):
     for d in designs.values():
         print(f"[coverage] {d.design:16s} line {d.line_pct:6.2f} % ({d.lines_hit}/{d.lines}, "
-              f"{len(d.uncovered)} uncovered)  toggle {d.toggle_pct:6.2f} % ({d.toggles_hit}/{d.toggles})")
+              f"{len(d.uncovered)} uncovered)  toggle {d.toggle_pct:6.2f} % ({d.toggles_hit}/{d.toggles})  "
+              f"data path {d.data_path_pct:6.2f} % ({d.data_path_hit}/{d.data_path})")
     print(f"[coverage] functional: {fsum['hit']} of {fsum['bins']} bins hit")
     print(f"[coverage] reports: {_relative(REPORTS / 'coverage.md')}, {_relative(REPORTS / 'functional.md')}, "
           f"{_relative(REPORTS / 'coverage-html' / 'index.html')}")
@@ -414,6 +538,13 @@ def _print_summary(designs, fsum):
 def check_functional(fsum):
     """The lines naming every bin never hit (empty when all were)."""
     return [f"{name}: bin {b!r} never hit" for name, item in fsum["items"].items() for b in item["missed"]]
+
+
+def check_data_path(designs):
+    """The lines naming every data-path signal with a toggle point never hit (empty when
+    every data-path bit rose and fell)."""
+    return [f"{d.design}: data-path signal {sig!r}: {n} toggle points never hit"
+            for d in designs.values() for sig, n in d.data_path_untoggled]
 
 
 def _run(block, jobs):
@@ -446,7 +577,8 @@ def main(argv=None):
     run.add_argument("block", nargs="?", default=None)
     run.add_argument("--jobs", type=int, default=1)
     rep = sub.add_parser("report", help="report on the data collected")
-    rep.add_argument("--check", action="store_true", help="exit 1 when a functional bin was never hit")
+    rep.add_argument("--check", action="store_true",
+                     help="exit 1 when a functional bin was never hit or a data-path bit never toggled")
     args = ap.parse_args(argv)
     rc = 0
     if args.cmd == "run":
@@ -461,6 +593,11 @@ def main(argv=None):
         if missed:
             print(f"[coverage] FAILED: {len(missed)} functional bins never hit:\n  " + "\n  ".join(missed),
                   file=sys.stderr)
+            rc = rc or 1
+        still = check_data_path(designs)
+        if still:
+            print(f"[coverage] FAILED: {len(still)} data-path signals with bits that never toggled:\n  "
+                  + "\n  ".join(still), file=sys.stderr)
             rc = rc or 1
     return 1 if rc else 0
 

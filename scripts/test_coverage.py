@@ -105,6 +105,67 @@ def test_signal_names_of_toggle_points():
     assert cov.signal_name("mem[2][7]:0->1") == "mem"
 
 
+def test_data_path_roles():
+    role = cov.data_path_role
+    assert role("aes256", "s3_state") == role("bcu", "engine.id_key[3]") == "data"
+    assert role("gcm_core", "i__payload$12.block") == role("sxp", "engine_r.gcm.key__payload.key") == "data"
+    assert role("sxp", "engine_r.gcm.ctx0_nonce") == "embedded"        # gcm_core's regression's
+    assert role("sxp_x4", "engine_w.gcm.s2_state") == "embedded"
+    assert role("sxp_system-contexts_4-entries_16", "sxp.engine_r.gcm.aes.i__payload.block") == "embedded"
+    assert role("sxp_system-contexts_4-entries_16", "sxp.xb_i__payload.data") == "data"   # a port of sxp
+    assert role("pcie_rdtable-entries_32", "req_o__payload.data") == "constant"
+    assert role("sxp_system-contexts_4-entries_16", "rdtable.req_o__payload.data") == "constant"
+    assert role("sxp", "engine_r.gcm.ctx0_nonce_count") is None        # not a data-path name
+    assert role("bcu", "engine.mem_req__payload.addr") == role("bcu", "engine.q3.entry.size") == "data"
+    assert role("sxp", "parking.slot0_hdr.addr") is role("sxp", "parking.slot0_hdr.tag") is None
+    assert role("bcu", "checker.limit_p3") is role("bcu", "front.pair0.lane_lo") is None
+
+
+def test_data_path_check(tmp_path):
+    """A system design: its own port bit never fell (a miss), one inside an embedded block's
+    internals never rose (that block's regression's), a constant field and an address never
+    moved (not counted)."""
+    src = str(tmp_path / "sxp_system-contexts_4.v")
+    (tmp_path / "sxp_system-contexts_4.v").write_text("module sxp_system;\nendmodule\n")
+
+    def key(hier, name):
+        return f"\x01f\x02{src}\x01l\x021\x01t\x02toggle\x01page\x02v_toggle/x\x01o\x02{name}\x01h\x02{hier}"
+
+    points = [(key("sxp_system.sxp", "xb_i___05Fpayload__02edata[1]:0->1"), 2),
+              (key("sxp_system.sxp", "xb_i___05Fpayload__02edata[1]:1->0"), 0),
+              (key("sxp_system.sxp", "xb_i___05Fpayload__02edata[0]:0->1"), 1),
+              (key("sxp_system.sxp", "xb_i___05Fpayload__02edata[0]:1->0"), 1),
+              (key("sxp_system.sxp.engine_r.gcm", "ctx0_key[7]:0->1"), 0),
+              (key("sxp_system.sxp.engine_r.gcm", "ctx0_key[7]:1->0"), 3),
+              (key("sxp_system", "req_o___05Fpayload__02edata[5]:0->1"), 0),
+              (key("sxp_system", "addr[40]:0->1"), 0)]
+    d = cov.summarize(cov.parse_dat(_dat(points)))["sxp_system-contexts_4"]
+    assert (d.data_path, d.data_path_hit) == (4, 3)
+    assert (d.data_path_embedded, d.data_path_embedded_hit, d.data_path_constant) == (2, 1, 1)
+    assert d.data_path_untoggled == [["sxp.xb_i__payload.data", 1]]
+    assert d.data_path_pct == pytest.approx(75.0)
+    assert cov.check_data_path({"x": d}) == [
+        "sxp_system-contexts_4: data-path signal 'sxp.xb_i__payload.data': 1 toggle points never hit"]
+    d.data_path_untoggled = []
+    assert cov.check_data_path({"x": d}) == []
+
+
+def test_unreachable_bits_are_not_misses(tmp_path):
+    """bcu's RBT fetch address bits 3..0 are UNREACHABLE (16-byte entries): never hit, they
+    count apart; bit 4 of the same signal is a miss."""
+    src = str(tmp_path / "bcu.v")
+    (tmp_path / "bcu.v").write_text("module bcu;\nendmodule\n")
+
+    def key(bit, edge):
+        return (f"\x01f\x02{src}\x01l\x021\x01t\x02toggle\x01page\x02v_toggle/x"
+                f"\x01o\x02mem_req___05Fpayload__02eaddr[{bit}]:{edge}\x01h\x02bcu.engine")
+
+    points = [(key(b, e), 0) for b in (3, 4) for e in ("0->1", "1->0")]
+    d = cov.summarize(cov.parse_dat(_dat(points)))["bcu"]
+    assert (d.data_path, d.data_path_hit, d.data_path_constant) == (2, 0, 2)
+    assert d.data_path_untoggled == [["engine.mem_req__payload.addr", 2]]
+
+
 def test_merged_dat_round_trips(source, tmp_path):
     merged = cov.merge(cov.parse_dat(_dat(_test_a(source))), cov.parse_dat(_dat(_test_b(source))))
     cov.write_dat(tmp_path / "m.dat", merged)

@@ -186,9 +186,10 @@ class Driver:
         del self.buffers[name]
 
     # -------------------------------------------------------------- launch
-    def launch(self, scrub=False, slot=0, names=None):
-        """A new kernel launch on BCU slot *slot*: fresh key, kernel id and buffer ids for
-        the buffers *names* (default: every live buffer); the slot's RBT written. Returns
+    def launch(self, scrub=False, slot=0, names=None, key=None):
+        """A new kernel launch on BCU slot *slot*: fresh key (or *key*, for directed tests),
+        kernel id and buffer ids for the buffers *names* (default: every live buffer); the
+        slot's RBT written. Returns
         the :class:`Launch` (program its ``config`` into the slot's ports, then pulse its
         launch). The kernel id differs from that of every kernel launched before it on the
         other slots' last launches (concurrent kernels never share one)."""
@@ -197,7 +198,10 @@ class Driver:
         unknown = [n for n in names if n not in self.buffers]
         if unknown:
             raise ValueError(f"unknown buffers {unknown}")
-        key = self.rng.getrandbits(KEY_BITS)
+        if key is None:
+            key = self.rng.getrandbits(KEY_BITS)
+        elif not 0 <= key < 1 << KEY_BITS:
+            raise ValueError(f"id key {key:#x} is not a {KEY_BITS}-bit value")
         running = {la.kernel_id for s, la in self.launches.items() if s != slot}
         while True:
             self.kernel_id = (self.kernel_id + 1 + self.rng.randrange(16)) % (1 << KERNEL_ID_BITS)

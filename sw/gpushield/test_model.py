@@ -277,3 +277,9 @@ def test_driver_launch():
     assert (v.count, v.tag, v.cause, v.lane, v.addr) == (4, 0xBEEF, Cause.KERNEL, 17, 0x1234_5678)
     env.launch(scrub=True)
     assert len(env.drv.written[0]) == 10
+    # a chosen id key (directed tests) encrypts the pointers' ids; one too wide is refused
+    c = env.launch(key=0x0123_4567_89AB_CDEF)
+    assert c.id_key == 0x0123_4567_89AB_CDEF
+    assert all(decrypt_id(pointer_eid(c.pointers[n]), c.id_key) == buf.id for n, buf in c.buffers.items())
+    with pytest.raises(ValueError, match="64-bit"):
+        env.launch(key=1 << 64)

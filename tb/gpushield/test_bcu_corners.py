@@ -9,7 +9,10 @@ outcome (docs/gpushield.md) asserted by hand as well:
 - a Type 3 pointer with reserved bits 61..54 set decodes as invalid (decision 5), as the
   base and as a lane;
 - a launch of a slot while its misses wait in E behind a full answer queue (decision 8:
-  answered, fill nothing).
+  answered, fill nothing);
+- the data-path bits random traffic leaves still (``make coverage``'s data-path toggle
+  check, docs/coverage.md): every slot's id key bits, and every bit of lane addresses,
+  entry bases and sizes and the bounds (the driver's buffers are aligned, low and small).
 
 Not here: ``log_count``'s saturation at 2**32 - 1 (2**32 failing responses per slot); a
 value written into the counter through VPI does not take on Verilator (the next-state
@@ -18,12 +21,14 @@ near its ceiling either.
 """
 import dataclasses
 import itertools
+import random
 
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from hw.gpushield.core import QUEUE_DEPTH
-from hw.gpushield.layout import RBT_BYTES, RBT_ENTRY_BYTES, Cause
+from hw.gpushield.layout import KEY_BITS, RBT_BYTES, RBT_ENTRY_BYTES, VA_BITS, Cause
+from sw.gpushield.driver import Driver
 from sw.gpushield.model import WarpRequest, t1_pointer, with_addr
 from tb.common.stream import never
 from tb.gpushield.env import LANES, BcuTB
@@ -157,6 +162,86 @@ async def launch_with_misses_waiting(dut):
     await tb.check_state("the same warps after the launch")
     assert tb.model.misses - misses == len(used), "the model kept entries across the launch"
     assert all(r.ok and r.uops[0].level == "mem" for r in again)
+
+
+# Buffers whose bases and sizes set every bit of a VA and of a size one way, then the
+# other: 0x5555… against 0xAAAA…, a low one, a 4 GiB - 1 one and one whose bound passes
+# 2**48 (the limit's carry bit). (name, base, size); overlaps are harmless (one id each).
+_TOP = 1 << VA_BITS
+_PATTERN_BUFFERS = [("low", 0x100, 0x1000),
+                    *[(f"p{i}", 0x5555_5555_5555 + (i << 36), 0x5555_5555) for i in range(3)],
+                    *[(f"a{i}", 0xAAAA_AAAA_AAAA - (i << 36), 0xAAAA_AAAA) for i in range(3)],
+                    ("big", 0x0001_0000_0000, 0xFFFF_FFFF),
+                    ("wrap", _TOP - (1 << 31), 0xFFFF_FFFF),
+                    # one byte under these is 0x5555_5555_5555 / 0xAAAA_AAAA_AAAA: the logged
+                    # address of a warp that starts there
+                    ("log_p", 0x5555_5555_5556, 0x100), ("log_a", 0xAAAA_AAAA_AAAB, 0x100)]
+_ORDER = ["low", "p0", "a0", "p1", "a1", "big", "p2", "a2", "wrap", "high", "a0", "p0", "low"]
+
+
+def _pattern_driver(tb, rbt_base):
+    """A driver whose RBTs are at *rbt_base*, with the buffers of ``_PATTERN_BUFFERS`` (and one
+    just under the RBTs) placed by hand."""
+    drv = Driver(random.Random(random.getrandbits(32)), tb.mem, rbt_base=rbt_base, lanes=LANES,
+                 slots=tb.slots, va_start=0x100)
+    for name, base, size in [*_PATTERN_BUFFERS, ("high", rbt_base - 0x1000, 0x1000)]:
+        drv.alloc_global(name, 16, gap=0)
+        drv.buffers[name].base, drv.buffers[name].size = base, size
+    return drv
+
+
+@cocotb.test()
+async def data_path_bits(dut):
+    """The data-path bits random traffic leaves still (docs/coverage.md, "Data path").
+    Each slot's id key goes K, ~K, K, so every key bit rises and falls; its RBT moves
+    between the top of the VA space and a low base, so every bit of the fetch address
+    does; buffers of complementary bases and sizes (``_PATTERN_BUFFERS``, not aligned: the
+    driver aligns to 256, the BCU takes any base) are fetched, cached, queued and compared
+    in turn, so every bit of lane addresses, entry bases and sizes, bounds and limits does;
+    each launch's first violation is at 0x5555_5555_5555, then 0xAAAA_AAAA_AAAA, then the
+    first again, for the logged address; the third launch of each slot moves its low table
+    up by 256 KiB - 16 (a misaligned base, as ``misaligned_rbt_base_carries``), so bits 17..4
+    of the RBT base and the fetch address rise and fall too (bits 3..0 cannot: an RBT is
+    16-byte entries, docs/coverage.md). Every warp against the model: in bounds passes,
+    one word over either end fails with cause 1 (the buffer past 2**48 only below its
+    base), on every slot and key."""
+    tb = BcuTB(dut, mem_latency=(1, 4))
+    await tb.reset()
+    top = _pattern_driver(tb, _TOP - tb.slots * RBT_BYTES)
+    low = _pattern_driver(tb, RBT_BYTES)
+    span = 4 * LANES
+    mask = (1 << KEY_BITS) - 1
+    got = []
+
+    async def run(drv, slot, key, log, shift=0, order=_ORDER):
+        launch = drv.launch(slot=slot, key=key)
+        if shift:       # the table moved up by *shift* bytes (bits 17..4 of the base set)
+            moved = launch.rbt_base + shift
+            for buf in launch.buffers.values():
+                tb.mem.write128(moved + RBT_ENTRY_BYTES * buf.id,
+                                tb.mem.read128(launch.rbt_base + RBT_ENTRY_BYTES * buf.id))
+            launch = dataclasses.replace(launch, rbt_base=moved)
+        await tb.launch(launch)
+        got.append((slot, log, -1, tb.submit(_contig(launch, log, -1), slot).cause, Cause.OUT_OF_BOUNDS))
+        for n in order:
+            size = launch.buffers[n].size
+            cases = [(0, Cause.NONE), (-4, Cause.OUT_OF_BOUNDS)]
+            # past 2**48 only up to its top: the last lane's last byte is 2**48 - 1
+            cases += [((1 << 31) - span, Cause.NONE)] if n == "wrap" else [
+                (size - span, Cause.NONE), (size - span + 4, Cause.OUT_OF_BOUNDS)]
+            for first, cause in cases:
+                got.append((slot, n, first, tb.submit(_contig(launch, n, first), slot).cause, cause))
+
+    for slot in range(tb.slots):
+        key = random.getrandbits(KEY_BITS)
+        await run(top, slot, key, "log_p")
+        await run(low, slot, ~key & mask, "log_a")
+        await run(low, slot, key, "log_p", shift=RBT_BYTES - RBT_ENTRY_BYTES)
+        await tb.check_state(f"data-path bits, slot {slot}")
+    await run(top, 0, key, "log_a", order=["p0"])     # the moved base's low bits fall again
+    await tb.check_state("data-path bits, slot 0 again")
+    wrong = [g for g in got if g[3] is not g[4]]
+    assert not wrong, f"model causes differ from the bounds (slot, buffer, first byte, got, want): {wrong[:4]}"
 
 
 def test_bcu_corners():
