@@ -18,7 +18,8 @@ Written to ``sim_build/reports/``:
   ``coverage.info`` (lcov) and ``coverage-html/`` (lcov's ``genhtml``; Debian ``lcov``,
   installed when missing and running as root, as ``make synth`` installs yosys);
 - the data-path toggle check in both: every bit of a design's data path (:data:`DATA_PATH`)
-  must rise and fall, except the fields :data:`CONSTANT` ties to a constant; a bit inside an
+  must rise and fall, except the fields :data:`CONSTANT` ties to a constant and the bits
+  :data:`UNREACHABLE` lists (each with its reason, repeated in ``coverage.md``); a bit inside an
   embedded block that has a regression of its own (:data:`EMBEDDED`) is that regression's
   to toggle, only the block's ports are the embedding design's;
 - ``functional.json`` / ``functional.md``: the bins of every cover group
@@ -442,6 +443,12 @@ def _md_code(designs, tests):
             "that has its own regression (`EMBEDDED`) they are that regression's (shown apart, not "
             "required here); fields tied to a constant (`CONSTANT`) and bits no legal stimulus reaches "
             "(`UNREACHABLE`) cannot toggle (docs/coverage.md, \"Data path\")."]
+    out += [f"- embedded in `{family}`: " + ", ".join(f"`{inst}` (toggled by `{owner}`'s regression)"
+                                                     for inst, owner in insts.items())
+            for family, insts in EMBEDDED.items()]
+    out += [f"- constant, `{p.pattern}`: {why}" for p, why in CONSTANT.items()]
+    out += [f"- unreachable in `{family}`, bits {min(bits)}..{max(bits)} of `{p.pattern}`: {why}"
+            for family, rules in UNREACHABLE.items() for p, bits, why in rules]
     for d in designs.values():
         if d.uncovered:
             out += ["", f"## `{d.source}`: uncovered lines", ""]
