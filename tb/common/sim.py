@@ -68,6 +68,7 @@ class CaseResult:
     cycles: int      # simulated clock cycles
     seconds: float   # wall time of the cocotb test
     message: str = ""
+    session: str = ""   # the pytest session that ran it ($SIM_SESSION, set by tb/conftest.py)
 
 
 RESULTS: list[CaseResult] = []  # every cocotb test run in this pytest process (for the summary)
@@ -249,6 +250,8 @@ def run(design, test_module, params=None, testcase=None, extra_env=None):
         tail = log_file.read_text()[-3000:] if log_file.exists() else ""
         pytest.fail(f"{design}: simulation produced no results (seed {seed}); log {log_file}:\n{tail}")
     cases = _parse_results(results_xml, name)
+    for case in cases:
+        case.session = os.environ.get("SIM_SESSION", "")
     RESULTS.extend(cases)
     CASES_DIR.mkdir(parents=True, exist_ok=True)
     (CASES_DIR / f"{name}.json").write_text(json.dumps([c.__dict__ for c in cases]))
