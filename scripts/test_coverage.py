@@ -27,9 +27,9 @@ VERILOG = textwrap.dedent("""\
 ARTIFACT_TOGGLE = "__024auto__024verilog_backend__02ecc__03a2355__03adump_module__024127"
 
 
-def _key(path, line, kind, name, page=None):
+def _key(path, line, kind, name, page=None, hier="top"):
     page = page or f"v_{kind}/top"
-    return f"\x01f\x02{path}\x01l\x02{line}\x01t\x02{kind}\x01page\x02{page}\x01o\x02{name}\x01h\x02top"
+    return f"\x01f\x02{path}\x01l\x02{line}\x01t\x02{kind}\x01page\x02{page}\x01o\x02{name}\x01h\x02{hier}"
 
 
 def _dat(points):
@@ -129,7 +129,7 @@ def test_data_path_check(tmp_path):
     (tmp_path / "sxp_system-contexts_4.v").write_text("module sxp_system;\nendmodule\n")
 
     def key(hier, name):
-        return f"\x01f\x02{src}\x01l\x021\x01t\x02toggle\x01page\x02v_toggle/x\x01o\x02{name}\x01h\x02{hier}"
+        return _key(src, 1, "toggle", name, hier=hier)
 
     points = [(key("sxp_system.sxp", "xb_i___05Fpayload__02edata[1]:0->1"), 2),
               (key("sxp_system.sxp", "xb_i___05Fpayload__02edata[1]:1->0"), 0),
@@ -156,11 +156,8 @@ def test_unreachable_bits_are_not_misses(tmp_path):
     src = str(tmp_path / "bcu.v")
     (tmp_path / "bcu.v").write_text("module bcu;\nendmodule\n")
 
-    def key(bit, edge):
-        return (f"\x01f\x02{src}\x01l\x021\x01t\x02toggle\x01page\x02v_toggle/x"
-                f"\x01o\x02mem_req___05Fpayload__02eaddr[{bit}]:{edge}\x01h\x02bcu.engine")
-
-    points = [(key(b, e), 0) for b in (3, 4) for e in ("0->1", "1->0")]
+    points = [(_key(src, 1, "toggle", f"mem_req___05Fpayload__02eaddr[{b}]:{e}", hier="bcu.engine"), 0)
+              for b in (3, 4) for e in ("0->1", "1->0")]
     d = cov.summarize(cov.parse_dat(_dat(points)))["bcu"]
     assert (d.data_path, d.data_path_hit, d.data_path_constant) == (2, 0, 2)
     assert d.data_path_untoggled == [["engine.mem_req__payload.addr", 2]]

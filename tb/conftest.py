@@ -22,7 +22,7 @@ def _controller(config):
 
 def pytest_configure(config):
     # before pytest-xdist starts its workers (at session start), so that they inherit it
-    if _controller(config) and not os.environ.get("PYTEST_XDIST_WORKER"):
+    if _controller(config):
         os.environ["SIM_SESSION"] = f"{os.getpid()}-{time.time_ns()}"
 
 

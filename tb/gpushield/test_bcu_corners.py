@@ -55,6 +55,15 @@ def _globals(drv, n, size=4096):
     return names
 
 
+def _moved(tb, launch, base):
+    """*launch* with its RBT at *base*: the entries of its buffers copied there."""
+    for buf in launch.buffers.values():
+        if buf.id is not None:
+            tb.mem.write128(base + RBT_ENTRY_BYTES * buf.id,
+                            tb.mem.read128(launch.rbt_base + RBT_ENTRY_BYTES * buf.id))
+    return dataclasses.replace(launch, rbt_base=base)
+
+
 @cocotb.test()
 async def misaligned_rbt_base_carries(dut):
     """``rbt_base`` 4 KiB below the end of its 256 KiB block: every id >= 0x100 has its
@@ -70,10 +79,7 @@ async def misaligned_rbt_base_carries(dut):
     aligned = drv.launch()
     base = aligned.rbt_base + RBT_BYTES - 0x1000
     ids = {name: aligned.buffers[name].id for name in names}
-    entries = {i: tb.mem.read128(aligned.rbt_base + RBT_ENTRY_BYTES * i) for i in ids.values()}
-    for i, entry in entries.items():
-        tb.mem.write128(base + RBT_ENTRY_BYTES * i, entry)
-    launch = dataclasses.replace(aligned, rbt_base=base)
+    launch = _moved(tb, aligned, base)
     await tb.launch(launch)
     carried = [n for n, i in ids.items() if (base + RBT_ENTRY_BYTES * i) >> 18 != base >> 18]
     assert carried, f"no id carries into the next block: {ids}"
@@ -216,11 +222,7 @@ async def data_path_bits(dut):
     async def run(drv, slot, key, log, shift=0, order=_ORDER):
         launch = drv.launch(slot=slot, key=key)
         if shift:       # the table moved up by *shift* bytes (bits 17..4 of the base set)
-            moved = launch.rbt_base + shift
-            for buf in launch.buffers.values():
-                tb.mem.write128(moved + RBT_ENTRY_BYTES * buf.id,
-                                tb.mem.read128(launch.rbt_base + RBT_ENTRY_BYTES * buf.id))
-            launch = dataclasses.replace(launch, rbt_base=moved)
+            launch = _moved(tb, launch, launch.rbt_base + shift)
         await tb.launch(launch)
         got.append((slot, log, -1, tb.submit(_contig(launch, log, -1), slot).cause, Cause.OUT_OF_BOUNDS))
         for n in order:
