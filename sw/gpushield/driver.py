@@ -190,8 +190,8 @@ class Driver:
         """A new kernel launch on BCU slot *slot*: fresh key (or *key*, for directed tests),
         kernel id and buffer ids for the buffers *names* (default: every live buffer); the
         slot's RBT written. Returns the :class:`Launch` (program its ``config`` into the
-        slot's ports, then pulse its launch). The kernel id differs from that of every kernel launched before it on the
-        other slots' last launches (concurrent kernels never share one)."""
+        slot's ports, then pulse its launch). The kernel id differs from those of the other
+        slots' last launches (concurrent kernels never share one)."""
         rbt = self.rbt_base_of(slot)
         names = list(self.buffers) if names is None else list(names)
         unknown = [n for n in names if n not in self.buffers]
