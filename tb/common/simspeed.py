@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from scripts.verilog import generate, locked, param_suffix, verilog_body
 
-from .sim import CASES_DIR, CXX_OPT, SIM_BUILD, VERILATOR_FLAGS, CaseResult, _parse_results
+from .sim import CASES_DIR, SIM_BUILD, VERILATOR_FLAGS, CaseResult, _parse_results, make_overrides
 from .toolchain import setup_verilator
 from .visibility import expose_state
 
@@ -159,7 +159,7 @@ def build_free(design, params=None, jobs=None, visibility="none"):
 def _build_free_locked(design, hdl, build_dir, jobs, visibility):
     streams = stream_inputs(hdl.read_text(), design)
     main = main_cpp(design, streams)
-    make_opt = f"OPT_FAST={CXX_OPT}"
+    make_opt = " ".join(make_overrides())
     flags = VERILATOR_FLAGS + (["--public-flat-rw"] if visibility == "all" else [])
     key = hashlib.sha256(verilog_body(hdl) + " ".join(flags + [make_opt, visibility]).encode()
                          + main.encode()).hexdigest()
