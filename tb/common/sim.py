@@ -67,6 +67,8 @@ OBJCACHE = Path(__file__).resolve().with_name("objcache.py")
 def make_overrides():
     """The variables every Verilator model's ``make`` is run with (through ``MAKEFLAGS``)."""
     return [f"OPT_FAST={CXX_OPT}", f"OBJCACHE={OBJCACHE}"]
+
+
 # `SIM_COVERAGE=1` builds: line (statement and branch) and toggle coverage. Toggle coverage skips
 # signals wider than --coverage-max-width (256 by default); the widest data paths are the
 # 512-bit beats at lanes 4 and the packed stream payloads around them, so every bit of them

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from scripts.verilog import generate, locked, param_suffix, verilog_body
 
-from .sim import CASES_DIR, SIM_BUILD, VERILATOR_FLAGS, CaseResult, _parse_results, make_overrides
+from .sim import CASES_DIR, OBJCACHE, SIM_BUILD, VERILATOR_FLAGS, CaseResult, _parse_results, make_overrides
 from .toolchain import setup_verilator
 from .visibility import expose_state
 
@@ -218,10 +218,15 @@ def build_free_vpi(design, params=None):
         out.mkdir(parents=True, exist_ok=True)
         (out / "main.cpp").write_text(main)
         # the regression's compile line of its own main (verilator.cpp): same defines and -O
-        line = next(ln for ln in (model / "build.log").read_text().splitlines()
-                    if ln.startswith("c++") and " -o verilator.o " in ln)
-        compile_cmd = line.split(" -c -o verilator.o ")[0].split() + [f"-I{model}", "-c", "-o",
-                                                                      str(out / "main.o"), str(out / "main.cpp")]
+        # (the compiler after the OBJCACHE launcher that runs it, tb/common/objcache.py)
+        line = next((ln for ln in (model / "build.log").read_text().splitlines()
+                     if " -c -o verilator.o " in ln), None)
+        if line is None:
+            raise RuntimeError(f"{design}: no compile line of verilator.o in {model / 'build.log'}")
+        compiler = line.split(" -c -o verilator.o ")[0].split()
+        if compiler[0] == str(OBJCACHE):
+            compiler = compiler[1:]
+        compile_cmd = compiler + [f"-I{model}", "-c", "-o", str(out / "main.o"), str(out / "main.cpp")]
         objects = [str(model / o) for o in ("verilated.o", "verilated_dpi.o", "verilated_vpi.o",
                                             "verilated_threads.o", "Vtop__ALL.a")]
         for cmd in (compile_cmd, ["c++", str(out / "main.o"), *objects, "-pthread", "-o", str(exe)]):
