@@ -220,6 +220,9 @@ async def data_path_bits(dut):
     got = []
 
     async def run(drv, slot, key, log, shift=0, order=_ORDER):
+        # the previous run's warps answered first: the launch rewrites the RBT entries they
+        # may still fetch (the model answered them from the old entries, at submission)
+        await tb.drain()
         launch = drv.launch(slot=slot, key=key)
         if shift:       # the table moved up by *shift* bytes (bits 17..4 of the base set)
             launch = _moved(tb, launch, launch.rbt_base + shift)
