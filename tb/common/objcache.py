@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A compiler launcher for Verilator's ``OBJCACHE`` that compiles Verilator's run-time library
-once per machine instead of once per model.
+once per clone (its ``sim_build/``) instead of once per model.
 
 Every Verilator model links the same run-time objects (``verilated.o``, ``verilated_vpi.o``,
 ``verilated_threads.o``, …: the makefile's ``VK_GLOBAL_OBJS``), compiled from

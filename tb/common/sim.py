@@ -43,7 +43,7 @@ SIM_BUILD = ROOT / "sim_build"
 CLOCK_PERIOD_NS = 10  # every testbench clocks at 100 MHz, so simulated cycles = sim ns / 10
 
 # Verilator warnings that Amaranth's generated Verilog triggers by design (width
-# extensions and unused bits); they are not errors in our RTL.
+# extensions and unused bits) are not errors in our RTL.
 # --output-split-cfuncs: Verilator writes the per-cycle code as functions of at most 2,000
 # statements; GCC's time grows faster than the size of a function, and the models run as fast
 # or faster (free-running, same machine: sxp_x4 built in 177 s -> 88 s with OPT_FAST -Og below,
@@ -59,7 +59,7 @@ VERILATOR_FLAGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UN
 # restores the default. The run-once code (OPT_SLOW) stays unoptimised: at -O1 its
 # symbol-table constructor alone compiles for tens of minutes.
 CXX_OPT = os.environ.get("SIM_CXX_OPT", "-Og")
-# Verilator's run-time library is compiled once per machine, not once per model
+# Verilator's run-time library is compiled once per clone, not once per model
 # (tb/common/objcache.py, Verilator's OBJCACHE hook).
 OBJCACHE = Path(__file__).resolve().with_name("objcache.py")
 
