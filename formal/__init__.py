@@ -1,7 +1,7 @@
 """Formal properties of the RTL (``make formal``; what is proved and how: docs/formal.md).
 
 Each block module (:mod:`formal.aes`, :mod:`formal.gcm`, :mod:`formal.sxp`, :mod:`formal.cc`,
-:mod:`formal.gpushield`) lists :class:`Property` objects. A property builds a
+:mod:`formal.gpushield`, :mod:`formal.pcie`) lists :class:`Property` objects. A property builds a
 :class:`Harness`: an Amaranth module with the design under test as a submodule, its inputs
 driven by free values (``AnySeq``), assumptions on the environment and named checks
 (``Assert``). ``scripts/formal.py`` lowers the harness through ``amaranth.back.rtlil`` and
@@ -30,7 +30,7 @@ from amaranth.lib import wiring
 __all__ = ["Property", "Harness", "Frozen", "registers", "free_inputs", "Stub", "BLOCKS",
            "all_properties"]
 
-BLOCKS = ("aes", "gcm", "sxp", "cc", "gpushield")   # formal/<block>.py, in report order
+BLOCKS = ("aes", "gcm", "sxp", "cc", "gpushield", "pcie")   # formal/<block>.py, in report order
 
 
 @dataclass
@@ -149,7 +149,9 @@ class Harness:
 
     - ``m``: the Amaranth module (add the design with ``m.submodules``);
     - ``rst``: the ``sync`` reset, high in the first cycle and free afterwards (with
-      ``reset=False``: never high; the harness then assumes the initial state it needs);
+      ``reset=False``: never high; the harness then assumes the initial state it needs;
+      with ``reset="free"``: free in every cycle, the first one too, so that the first
+      transition starts from any state of the design);
     - :meth:`check` adds a named assertion, :meth:`assume` an assumption;
     - :meth:`since`: cycles since the reset was last released;
     - ``notes``: lines the runner writes to ``harness.txt`` in the work folder (e.g. the
@@ -157,13 +159,17 @@ class Harness:
     """
 
     def __init__(self, reset=True):
+        if reset not in (True, False, "free"):
+            raise ValueError(f"reset must be True, False or \"free\", not {reset!r}")
         self.m = m = Module()
         m.domains.sync = self.domain = ClockDomain("sync")
         self.rst = self.domain.rst
         self.first = Signal(name="first_cycle")
         m.d.comb += self.first.eq(Initial())
         self.rst_in = Signal(name="rst_in")
-        if reset:
+        if reset == "free":
+            m.d.comb += [self.rst_in.eq(AnySeq(1)), self.rst.eq(self.rst_in)]
+        elif reset:
             m.d.comb += [self.rst_in.eq(AnySeq(1)), self.rst.eq(self.first | self.rst_in)]
         else:           # no reset at all: the harness assumes its own initial state
             m.d.comb += [self.rst_in.eq(0), self.rst.eq(0)]
@@ -183,6 +189,16 @@ class Harness:
 
     def assume(self, cond):
         self.m.d.comb += Assume(cond)
+
+    def counts_by_one(self, name, counter, clear):
+        """Check that *counter* holds or counts up by exactly one from each cycle to the
+        next unless *clear* (e.g. the reset) was high: so it never wraps (at its ceiling
+        it holds), skips or counts down. With ``reset="free"`` and k-induction this is
+        proved for every state, the ceiling included, which no simulation reaches."""
+        counter = Value.cast(counter)
+        prev = self.past(counter, f"{name}_prev")
+        cleared = self.past(clear, f"{name}_cleared")
+        return self.check(name, (counter == prev) | (counter == prev + 1), guard=~cleared)
 
     def since(self, cap):
         """Cycles since the reset was last released (0 in the first cycle with ``rst``

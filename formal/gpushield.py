@@ -1,4 +1,5 @@
-"""``bcu`` (hw/gpushield): bounds-check soundness for Type 2 warps, over a symbolic RBT entry.
+"""``bcu`` (hw/gpushield): bounds-check soundness for Type 2 warps, over a symbolic RBT
+entry; and the violation-log counters saturate (``log_counts_saturate``, at the end).
 
 Design: ``BCU(lanes=4)`` (the pipeline, the L1/L2 RCaches, the checker; small lane count so
 the front stays small).
@@ -55,7 +56,7 @@ from hw.gpushield import BCU
 from hw.gpushield.engine import L1_ENTRIES, fetch_layout
 from hw.gpushield.layout import ID_BITS, VA_BITS, PtrType, cache_entry_layout, rbt_entry_layout
 
-from . import Harness, Property, freeze, registers, submodule
+from . import Harness, Property, free_inputs, freeze, registers, submodule
 
 __all__ = ["PROPERTIES"]
 
@@ -157,6 +158,20 @@ def soundness(mutant=None, lanes=LANES):
     return h
 
 
+def log_counts_saturate(mutant=None, lanes=32):
+    """Every slot's ``log_count`` holds or counts up by one unless the reset or the slot's
+    launch cleared it: at 2³² − 1 it holds. From any state, every input free; proved by
+    1-induction (one transition)."""
+    h = Harness(reset="free")
+    dut = BCU(lanes, _formal_mutant=mutant)
+    h.m.submodules.dut = dut
+    free_inputs(h.m, dut)
+    for s in range(dut.slots):
+        h.counts_by_one(f"log_count{s}", dut.slot_port("log_count", s), h.rst | dut.slot_port("launch", s))
+    h.notes.append(f"BCU(lanes={lanes}); reset and inputs free in every cycle, any initial state")
+    return h
+
+
 DEPTH = 13
 PROPERTIES = [
     Property("bcu", "soundness", soundness, depth=DEPTH, params={"lanes": LANES},
@@ -165,4 +180,11 @@ PROPERTIES = [
     Property("bcu", "soundness.mutant_ignore_size", lambda: soundness("ignore_size"),
              depth=DEPTH, mutant=True, params={"lanes": LANES, "_formal_mutant": "ignore_size"},
              doc="the checker ends an access at its first byte (ignores the access size)"),
+    Property("bcu", "log_counts_saturate", log_counts_saturate, depth=2, induction=1,
+             params={"lanes": 32},
+             doc="every slot's violation-log count holds or counts up by one unless reset or "
+                 "launched: it holds at 2^32 - 1"),
+    Property("bcu", "log_counts_saturate.mutant_log_wraps", lambda: log_counts_saturate("log_wraps"),
+             depth=2, induction=1, mutant=True, params={"lanes": 32, "_formal_mutant": "log_wraps"},
+             doc="a slot's log count counts on past 2^32 - 1 (to 0)"),
 ]

@@ -325,7 +325,7 @@ def write_reports(entries, reports=REPORTS, merge=True):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("block", nargs="?", default=None,
-                    help="a block module of formal/ (aes, gcm, sxp, cc, gpushield) or a design")
+                    help="a block module of formal/ (aes, gcm, sxp, cc, gpushield, pcie) or a design")
     ap.add_argument("--property", default=None, help="only properties whose name contains this")
     ap.add_argument("--jobs", type=int, default=2, help="parallel properties (default 2)")
     ap.add_argument("--solver", choices=("boolector", "z3"), default=None)

@@ -203,3 +203,21 @@ def test_end_to_end_key_stager(tmp_path):
     assert (good["status"], runner.verdict(good)) == ("proved", "ok"), good
     assert (bad["status"], runner.verdict(bad)) == ("failed", "ok"), bad
     assert bad["failed_checks"] == ["key_held"] and bad["vcd"].endswith("cex.vcd")
+
+
+def test_harness_reset_modes():
+    import formal
+    assert formal.Harness(reset="free").rst is not None
+    with pytest.raises(ValueError, match="reset must be"):
+        formal.Harness(reset="always")
+
+
+def test_end_to_end_counters_from_any_state(tmp_path):
+    """A ``reset="free"`` harness: the counters' check closes by 1-induction, and the
+    wrapping mutant fails from a first state at the ceiling."""
+    solver, path = runner.find_solver()
+    good = runner.prove("pcie_rdtable/counters_saturate", solver, path, 300, tmp_path)
+    bad = runner.prove("pcie_rdtable/counters_saturate.mutant_counters_wrap", solver, path, 300, tmp_path)
+    assert (good["status"], good["method"]) == ("proved", "k-induction (k = 1)"), good
+    assert (bad["status"], runner.verdict(bad)) == ("failed", "ok"), bad
+    assert bad["failed_step"] == 1 and set(bad["failed_checks"]) <= {"err_count", "timeout_count"}, bad

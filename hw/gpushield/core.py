@@ -141,7 +141,10 @@ class BCU(wiring.Component):
     def __init__(self, lanes=32, slots=MAX_SLOTS, *, _formal_mutant=None):
         self.lanes = check_lanes(lanes)
         self.slots = check_slots(slots)
-        self._formal_mutant = _formal_mutant    # test-only: the Checker's (formal/gpushield.py)
+        # test-only (formal/gpushield.py): "log_wraps" here, the Checker's otherwise
+        if _formal_mutant not in (None, "ignore_size", "log_wraps"):
+            raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
+        self._formal_mutant = _formal_mutant
         # cycles `req.ready` stays low after reset (from the first cycle with rst low) while
         # the engine zeroes the L2 RCache entries, one per cycle
         self.scrub_cycles = L2_ENTRIES
@@ -193,7 +196,8 @@ class BCU(wiring.Component):
         port = self.slot_port
         m.submodules.front = front = Front(self.lanes, self.slots)
         m.submodules.engine = engine = Engine(self.lanes, self.slots)
-        m.submodules.checker = checker = Checker(self.lanes, _formal_mutant=self._formal_mutant)
+        m.submodules.checker = checker = Checker(self.lanes, _formal_mutant=self._formal_mutant if
+                                                     self._formal_mutant != "log_wraps" else None)
         # no request while the engine zeroes its L2 entries after reset (scrub_cycles)
         m.d.comb += [front.req.valid.eq(self.req.valid & ~engine.scrubbing),
                      front.req.payload.eq(self.req.payload),
@@ -244,7 +248,7 @@ class BCU(wiring.Component):
             with m.If(failed & (answer.slot == s)):
                 with m.If(log_count == 0):
                     m.d.sync += log_first.eq(answer.log)
-                with m.If(~log_count.all()):
+                with m.If(1 if self._formal_mutant == "log_wraps" else ~log_count.all()):
                     m.d.sync += log_count.eq(increment(m, log_count, f"log_inc{s}"))
             with m.If(launch[s]):
                 m.d.sync += [log_count.eq(0), log_first.eq(0)]

@@ -169,8 +169,13 @@ class PcieReadTable(wiring.Component):
     outstanding : Out(range(entries + 1))  tags in use
     """
 
-    def __init__(self, entries=256, rcb=64, max_payload=256, max_read=1024, lanes=1):
+    def __init__(self, entries=256, rcb=64, max_payload=256, max_read=1024, lanes=1, *,
+                 _formal_mutant=None):
         self.params = check_params(entries, rcb, max_payload, max_read, lanes)
+        # test-only (formal/pcie.py): "counters_wrap" drops the counters' saturation
+        if _formal_mutant not in (None, "counters_wrap"):
+            raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
+        self._formal_mutant = _formal_mutant
         beat = beat_layout(lanes)
         super().__init__({
             "req_i": In(stream.Signature(beat)),
@@ -188,6 +193,9 @@ class PcieReadTable(wiring.Component):
         self.req_latency = 1   # req_i → req_o, cycles, output ready
         self.scrub_cycles = self.params.entries   # req_i refused after reset: rows zeroed
         self.cpl_latency = 2   # cpl_i → cpl_o (the check register, then the output register)
+
+    def _count_up(self, counter):
+        return counter + 1 if self._formal_mutant == "counters_wrap" else _sat_inc(counter)
 
     # ---- requests ------------------------------------------------------------------
     def _requests(self, m, t):
@@ -357,7 +365,7 @@ class PcieReadTable(wiring.Component):
                          out.first.eq(emit_first), out.last.eq(emit_last)]
         m.d.comb += self.cpl_o.payload.eq(out)
         with m.If(t.err_ev):
-            m.d.sync += [self.err_count.eq(_sat_inc(self.err_count)),
+            m.d.sync += [self.err_count.eq(self._count_up(self.err_count)),
                          self.err_tag.eq(t.ev_tag), self.err_cause.eq(t.ev_cause)]
 
     # ---- reset scrub -----------------------------------------------------------------------
@@ -429,7 +437,7 @@ class PcieReadTable(wiring.Component):
         ]
         exp_any, exp_oh, exp_idx = _lowest(m, expired, "expiry")
         with m.If(exp_any):
-            m.d.sync += [self.timeout_count.eq(_sat_inc(self.timeout_count)),
+            m.d.sync += [self.timeout_count.eq(self._count_up(self.timeout_count)),
                          self.timeout_tag.eq(exp_idx)]
 
         # ---- per-entry updates -------------------------------------------------------

@@ -17,7 +17,8 @@ outcome (docs/gpushield.md) asserted by hand as well:
 Not here: ``log_count``'s saturation at 2**32 - 1 (2**32 failing responses per slot); a
 value written into the counter through VPI does not take on Verilator (the next-state
 logic computed before the write is registered at the next edge), so it cannot be started
-near its ceiling either.
+near its ceiling either. It is proved instead, for every state: ``make formal
+PROPERTY=log_counts_saturate`` (formal/gpushield.py).
 """
 import dataclasses
 import itertools
