@@ -56,7 +56,7 @@ from hw.gpushield import BCU
 from hw.gpushield.engine import L1_ENTRIES, fetch_layout
 from hw.gpushield.layout import ID_BITS, VA_BITS, PtrType, cache_entry_layout, rbt_entry_layout
 
-from . import Harness, Property, free_inputs, freeze, registers, submodule
+from . import Harness, Property, free_inputs, freeze, registers, rtl_constant, submodule
 
 __all__ = ["PROPERTIES"]
 
@@ -158,7 +158,11 @@ def soundness(mutant=None, lanes=LANES):
     return h
 
 
-def log_counts_saturate(mutant=None, lanes=32):
+# the counters' property runs on the bcu design itself: BCU() with its default lanes
+COUNTER_LANES = rtl_constant(BCU, "lanes")
+
+
+def log_counts_saturate(mutant=None, lanes=COUNTER_LANES):
     """Every slot's ``log_count`` holds or counts up by one unless the reset or the slot's
     launch cleared it: at 2³² − 1 it holds. From any state, every input free; proved by
     1-induction (one transition)."""
@@ -181,10 +185,10 @@ PROPERTIES = [
              depth=DEPTH, mutant=True, params={"lanes": LANES, "_formal_mutant": "ignore_size"},
              doc="the checker ends an access at its first byte (ignores the access size)"),
     Property("bcu", "log_counts_saturate", log_counts_saturate, depth=2, induction=1,
-             params={"lanes": 32},
+             params={"lanes": COUNTER_LANES},
              doc="every slot's violation-log count holds or counts up by one unless reset or "
                  "launched: it holds at 2^32 - 1"),
     Property("bcu", "log_counts_saturate.mutant_log_wraps", lambda: log_counts_saturate("log_wraps"),
-             depth=2, induction=1, mutant=True, params={"lanes": 32, "_formal_mutant": "log_wraps"},
+             depth=2, induction=1, mutant=True, params={"lanes": COUNTER_LANES, "_formal_mutant": "log_wraps"},
              doc="a slot's log count counts on past 2^32 - 1 (to 0)"),
 ]
