@@ -159,7 +159,8 @@ class Harness:
     """
 
     def __init__(self, reset=True):
-        if reset not in (True, False, "free"):
+        # identity, not equality: 1 == True, and a 1 is more likely a slip than a choice
+        if reset is not True and reset is not False and reset != "free":
             raise ValueError(f"reset must be True, False or \"free\", not {reset!r}")
         self.m = m = Module()
         m.domains.sync = self.domain = ClockDomain("sync")

@@ -1,4 +1,5 @@
-"""``cc_ctrl`` and ``cc_dma`` (hw/cc): the BAR0 decoupler and the DMA's key scrub.
+"""``cc_ctrl`` and ``cc_dma`` (hw/cc): the BAR0 decoupler, the refusal counters and the DMA's
+key scrub.
 
 - ``cc_ctrl/decoupler`` on ``CCCtrl(depth=4, protected=3)``: in every row of the decoupler
   (CC off, CC on, devtools, and the scrub that follows a reset or FLR), a host access that
@@ -8,6 +9,10 @@
   no stored register (RW, WO, W1C bits only set by the hardware) and not the mode store.
   The allow-list is written out here from the specification (docs/cc.md), not imported
   from ``hw/cc/regs.py`` (the RTL's table). By k-induction.
+- ``cc_ctrl/counters_saturate`` on the same ``CCCtrl``: the refusal counters ``DEC_COUNT``
+  (decoupler) and ``FW_COUNT`` (firewall) hold or count up by one from each cycle to the
+  next unless the reset or ``flr`` was high, from any state (``Harness(reset="free")``; the
+  reset and ``flr`` free in every cycle): they hold at 2³² − 1. By 1-induction.
 - ``cc_dma/reset_scrub`` on ``CCDma(channels=1, frame_blocks=2, slots=2, addr_bits=8)``:
   the key state of the DMA is its ``gcm_core``'s contexts (cc_dma keeps no key register of
   its own: the ``key`` stream goes straight into ``gcm_core.key``) and the per-channel IV
@@ -26,7 +31,7 @@ from hw.cc import CCCtrl, CCDma
 from hw.csr import Access
 from hw.gcm import GcmCore
 
-from . import Harness, Property, discard, free_inputs, freeze
+from . import Harness, Property, discard, free_inputs, freeze, registers
 from .aes import scrub_checks
 from .gcm import gcm_scrub_value
 
@@ -111,6 +116,24 @@ def decoupler(mutant=None):
     return h
 
 
+def counters_saturate(mutant=None):
+    h = Harness(reset="free")
+    dut = CCCtrl(DEPTH, PROTECTED, _formal_mutant=mutant)
+    frozen, fragment = freeze(dut)
+    h.m.submodules.dut = frozen
+    free_inputs(h.m, dut)
+    state = dict(registers(fragment))
+    for counter in COUNTERS:
+        # the FLR clears them as the reset does (every register of cc_ctrl)
+        h.counts_by_one(counter, state[counter], h.rst | dut.flr)
+    h.notes.append(f"CCCtrl(depth={DEPTH}, protected={PROTECTED}); reset, flr and inputs "
+                   "free in every cycle, any initial state")
+    return h
+
+
+COUNTERS = ("dec_count", "fw_count")   # DEC_COUNT (decoupler), FW_COUNT (firewall)
+
+
 # ---------------------------------------------------------------- cc_dma key scrub
 DMA = {"channels": 1, "frame_blocks": 2, "slots": 2, "addr_bits": 8}
 DMA_ROLES = {
@@ -165,6 +188,14 @@ PROPERTIES = [
              depth=DEPTH + 4, induction=1, mutant=True,
              params={"depth": DEPTH, "protected": PROTECTED, "_formal_mutant": "open_scratch0"},
              doc="SCRATCH0 readable and writable in CC on"),
+    Property("cc_ctrl", "counters_saturate", counters_saturate, depth=2, induction=1,
+             params={"depth": DEPTH, "protected": PROTECTED},
+             doc="DEC_COUNT and FW_COUNT hold or count up by one unless reset or FLR: they "
+                 "hold at 2^32 - 1"),
+    Property("cc_ctrl", "counters_saturate.mutant_counters_wrap",
+             lambda: counters_saturate("counters_wrap"), depth=2, induction=1, mutant=True,
+             params={"depth": DEPTH, "protected": PROTECTED, "_formal_mutant": "counters_wrap"},
+             doc="the refusal counters count on past 2^32 - 1 (to 0)"),
     Property("cc_dma", "reset_scrub", dma_scrub, depth=N_DMA + 2, window=True, params=DMA,
              doc=f"{N_DMA} cycles after reset the gcm_core contexts, its pipeline and the "
                  "channel key/IV state are scrubbed"),

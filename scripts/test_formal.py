@@ -209,17 +209,22 @@ def test_harness_rejects_an_unknown_reset_mode():
     # (what reset="free" does is checked end to end below: with a forced first reset the
     # mutant could not fail in step 1)
     import formal
-    with pytest.raises(ValueError, match="reset must be"):
-        formal.Harness(reset="always")
+    for reset in ("always", 1, 0, None):
+        with pytest.raises(ValueError, match="reset must be"):
+            formal.Harness(reset=reset)
 
 
-def test_end_to_end_counters_from_any_state(tmp_path):
+@pytest.mark.parametrize("design, counters", [
+    ("pcie_rdtable", {"err_count", "timeout_count"}),
+    ("cc_ctrl", {"dec_count", "fw_count"}),     # cleared by the FLR as well as the reset
+])
+def test_end_to_end_counters_from_any_state(tmp_path, design, counters):
     """A ``reset="free"`` harness: the counters' check closes by 1-induction, and the
     wrapping mutant fails from a first state at the ceiling."""
     solver, path = runner.find_solver()
-    good = runner.prove("pcie_rdtable/counters_saturate", solver, path, 300, tmp_path)
-    bad = runner.prove("pcie_rdtable/counters_saturate.mutant_counters_wrap", solver, path, 300, tmp_path)
+    good = runner.prove(f"{design}/counters_saturate", solver, path, 300, tmp_path)
+    bad = runner.prove(f"{design}/counters_saturate.mutant_counters_wrap", solver, path, 300, tmp_path)
     assert (good["status"], good["method"]) == ("proved", "k-induction (k = 1)"), good
     assert (bad["status"], runner.verdict(bad)) == ("failed", "ok"), bad
     assert bad["failed_step"] == 1, bad
-    assert bad["failed_checks"] and set(bad["failed_checks"]) <= {"err_count", "timeout_count"}, bad
+    assert bad["failed_checks"] and set(bad["failed_checks"]) <= counters, bad

@@ -65,9 +65,10 @@ class CCCtrl(wiring.Component):
         if isinstance(protected, bool) or not isinstance(protected, int) or not 1 <= protected <= depth:
             raise ValueError(f"protected must be an int in 1..{depth}, not {protected!r}")
         self.depth, self.protected = depth, protected
-        # test-only seeded bug for formal/cc.py (never set in a design): "open_scratch0"
-        # lets the host reach SCRATCH0 in CC on
-        if _formal_mutant not in (None, "open_scratch0"):
+        # test-only seeded bugs for formal/cc.py (never set in a design): "open_scratch0"
+        # lets the host reach SCRATCH0 in CC on; "counters_wrap" drops the saturation of the
+        # decoupler's and the firewall's refusal counters
+        if _formal_mutant not in (None, "open_scratch0", "counters_wrap"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         # cycles `ready` stays low after the reset or FLR cycle: one memory word per cycle
@@ -88,6 +89,12 @@ class CCCtrl(wiring.Component):
             "mem_resp": Out(stream.Signature(mem_resp_layout)),
         })
         self._rf = RegisterFile(self.regmap, ports=("fw", "host"))
+
+    def _count_up(self, counter, incremented):
+        # a refusal counter's next value: it holds at 2^32 - 1 (formal/cc.py proves it)
+        if self._formal_mutant == "counters_wrap":
+            return incremented
+        return Mux(counter.all(), SAT, incremented)
 
     def elaborate(self, platform):
         m = Module()
@@ -179,7 +186,7 @@ class CCCtrl(wiring.Component):
         with m.If(flr):
             m.d.sync += [dec_count.eq(0), dec_addr.eq(0), dec_write.eq(0)]
         with m.Elif(refused_r | refused_w):
-            m.d.sync += [dec_count.eq(Mux(dec_count.all(), SAT, dec_count_inc)),
+            m.d.sync += [dec_count.eq(self._count_up(dec_count, dec_count_inc)),
                          dec_addr.eq(host.addr), dec_write.eq(refused_w)]
 
     # ---- firewall and memory -----------------------------------------------------------
@@ -223,7 +230,7 @@ class CCCtrl(wiring.Component):
         with m.If(flr):
             m.d.sync += [fw_count.eq(0), fw_log.eq(0)]
         with m.Elif(take & refuse):
-            m.d.sync += [fw_count.eq(Mux(fw_count.all(), SAT, fw_count_inc)),
+            m.d.sync += [fw_count.eq(self._count_up(fw_count, fw_count_inc)),
                          fw_log.eq(Cat(req.addr, Const(0, FW_ADDR_BITS - self.addr_bits),
                                        req.src, req.write))]
         net.engine_fault = take & refuse & (src == Src.ENGINE.value)

@@ -738,7 +738,7 @@ def test_sxp(design):
 
 
 @pytest.mark.skipif(not os.environ.get("SXP_CONTEXTS4"),
-                    reason="second build (≈10 min of Verilator); set SXP_CONTEXTS4=1")
+                    reason="a third sxp build (≈ 70 s of CPU with its 16 tests); set SXP_CONTEXTS4=1")
 def test_sxp_contexts_4():
     """A build with 4 physical contexts (KXBCTXMAP may name contexts it does not have)."""
     from tb.common.sim import run
