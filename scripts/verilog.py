@@ -26,8 +26,9 @@ __all__ = ["VERILOG_DIR", "generate", "param_suffix", "verilog_body", "netlist_k
 VERILOG_DIR = ROOT / "sim_build" / "verilog"
 
 
-def _source_hash(name, params):
-    digest = hashlib.sha256(f"{name}:{json.dumps(params, sort_keys=True)}".encode())
+def _source_hash(name, params, sbox="circuit"):
+    key = f"{name}:{json.dumps(params, sort_keys=True)}" + ("" if sbox == "circuit" else f":sbox={sbox}")
+    digest = hashlib.sha256(key.encode())
     for path in sorted((ROOT / "hw").rglob("*.py")):
         digest.update(path.relative_to(ROOT).as_posix().encode())
         digest.update(path.read_bytes())
@@ -92,22 +93,31 @@ def param_suffix(params):
     return "".join(f"-{k}_{v}" for k, v in sorted(params.items()))
 
 
-def generate(name, params=None, out_dir=VERILOG_DIR, quiet=True):
-    """Write ``<out_dir>/<name><param suffix>.v`` (module ``name``) and return its path."""
+def generate(name, params=None, out_dir=VERILOG_DIR, quiet=True, sbox="circuit"):
+    """Write ``<out_dir>/<name><param suffix>.v`` (module ``name``) and return its path.
+
+    *sbox* = ``"table"`` converts the AES S-boxes as tables, a simulation model
+    (:func:`hw.aes.sbox.sbox_model`), into ``<name><param suffix>-sbox_table.v``."""
     from amaranth.back import verilog
 
+    from hw.aes.sbox import MODELS, sbox_model
+
+    if sbox not in MODELS:
+        raise ValueError(f"sbox must be one of {MODELS}, not {sbox!r}")
     params = dict(params or {})
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}{param_suffix(params)}.v"
-    stamp = f"// source-hash: {_source_hash(name, params)}\n"
+    suffix = "" if sbox == "circuit" else f"-sbox_{sbox}"
+    path = out_dir / f"{name}{param_suffix(params)}{suffix}.v"
+    stamp = f"// source-hash: {_source_hash(name, params, sbox)}\n"
     with locked(path):
         if path.exists():
             with path.open() as f:
                 if f.readline() == stamp:
                     return path
         start = time.monotonic()
-        text = verilog.convert(elaborate(name, **params), name=name)
+        with sbox_model(sbox):
+            text = verilog.convert(elaborate(name, **params), name=name)
         check_processes(text, name)
         tmp = path.with_suffix(".v.tmp")
         tmp.write_text(stamp + text)

@@ -2,6 +2,6 @@
 the bit-sliced ``sbox`` circuit it is built from. Payload layouts are in :mod:`hw.aes.layout`.
 """
 from .core import AES256
-from .sbox import sbox
+from .sbox import sbox, sbox_model
 
-__all__ = ["AES256", "sbox"]
+__all__ = ["AES256", "sbox", "sbox_model"]

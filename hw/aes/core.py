@@ -20,7 +20,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layout import BLOCK_BITS, KEY_BITS, check_lanes, check_meta, input_layout, output_layout
-from .sbox import sbox
+from .sbox import sbox_layer
 
 __all__ = ["AES256", "ROUNDS"]
 
@@ -186,7 +186,7 @@ class AES256(wiring.Component):
             layer = state
             if expand:
                 layer = Cat(state, window.word_select(KEY_BITS // WORD_BITS - 1, WORD_BITS))
-            sub = _wire(m, sbox(m, layer, name=f"s{r}_sbox"), f"s{r}_sub")
+            sub = _wire(m, sbox_layer(m, layer, name=f"s{r}_sbox"), f"s{r}_sub")
             key_sub = sub[BLOCK_BITS * lanes:]
 
             # Data path, per lane: ShiftRows (wiring), MixColumns (not in the last round),

@@ -12,12 +12,19 @@ each net carries one bit per byte, so SubBytes of a whole state is 128 gates of 
 each and the generated Verilog stays short. Every shared net is a named signal: the
 circuit is a DAG with heavy reuse, and Amaranth walks expressions as trees (shape
 inference, domain lowering), which takes time exponential in the depth otherwise.
+
+:func:`sbox_table` is a simulation model of the same function, a 256-byte table; a
+conversion inside ``sbox_model("table")`` builds it wherever :func:`sbox_layer` is used
+(the AES pipeline). docs/aes.md, "S-box models", says who uses which.
 """
+import contextlib
+import contextvars
 import re
 
 from amaranth.hdl import Cat, Signal, Value
+from amaranth.lib.memory import Memory
 
-__all__ = ["CIRCUIT", "evaluate", "sbox"]
+__all__ = ["CIRCUIT", "TABLE", "MODELS", "evaluate", "sbox", "sbox_table", "sbox_layer", "sbox_model"]
 
 # Inputs U0..U7 and outputs S0..S7 are most significant bit first (U0 = bit 7 of the
 # byte). "^" is XOR, "&" AND, "~^" XNOR.
@@ -109,3 +116,64 @@ def sbox(m, x, *, name="sbox"):
     planes = [Cat(x[8 * k + i] for k in range(count)) for i in range(8)]
     s = evaluate(planes[::-1], ones=(1 << count) - 1, net=net)
     return Cat(Cat(s[7 - i][k] for i in range(8)) for k in range(count))
+
+
+def _substitute(byte):
+    # the circuit on one byte as Python ints (U0 = bit 7)
+    s = evaluate([(byte >> (7 - i)) & 1 for i in range(8)])
+    return sum(bit << (7 - i) for i, bit in enumerate(s))
+
+
+# The circuit's own function, input by input: what the table model (below) looks up. Built
+# by the very evaluator that builds the gates, so the two cannot differ;
+# scripts/test_sbox_models.py checks it against the FIPS-197 S-box as well.
+TABLE = tuple(_substitute(byte) for byte in range(256))
+
+
+def sbox_table(m, x, *, name="sbox"):
+    """SubBytes on every byte of *x* by table: a 256-byte ROM (:data:`TABLE`) named
+    ``<name>_rom`` with one combinational read port per byte. The same function as
+    :func:`sbox`, for simulation only (see :func:`sbox_layer`)."""
+    x = Value.cast(x)
+    if len(x) == 0 or len(x) % 8:
+        raise TypeError(f"the S-box takes whole bytes, not {len(x)} bits")
+    m.submodules[f"{name}_rom"] = rom = Memory(shape=8, depth=256, init=TABLE)
+    out = []
+    for k in range(len(x) // 8):
+        port = rom.read_port(domain="comb")
+        m.d.comb += port.addr.eq(x[8 * k:8 * k + 8])
+        out.append(port.data)
+    return Cat(out)
+
+
+# The S-box model a conversion builds: "circuit" (the default: what make verilog, make
+# synth, make formal and make coverage see) or "table", a simulation model.
+MODELS = ("circuit", "table")
+_MODEL = contextvars.ContextVar("sbox_model", default="circuit")
+
+
+@contextlib.contextmanager
+def sbox_model(model):
+    """Within the block, :func:`sbox_layer` builds *model* ("circuit" or "table"). Wrap the
+    conversion, not the constructor: a component elaborates when it is converted.
+
+    Why a table at all: in Verilator the bit-sliced circuit costs a bit selection per byte,
+    plane and reader (Amaranth's netlist has no buffers, so the gathering of bytes into
+    planes is repeated in every gate that reads them). It is most of the C++ of the AES
+    pipelines, and so of every design built around them; a table is one array read per
+    byte. The two are the same function (:data:`TABLE` is evaluated from :data:`CIRCUIT`),
+    so a model converted with the table behaves cycle for cycle as the one with the circuit.
+    """
+    if model not in MODELS:
+        raise ValueError(f"the S-box model must be one of {MODELS}, not {model!r}")
+    token = _MODEL.set(model)
+    try:
+        yield
+    finally:
+        _MODEL.reset(token)
+
+
+def sbox_layer(m, x, *, name="sbox"):
+    """SubBytes on every byte of *x*, as :func:`sbox` or, inside ``sbox_model("table")``,
+    as :func:`sbox_table`."""
+    return (sbox_table if _MODEL.get() == "table" else sbox)(m, x, name=name)
