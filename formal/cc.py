@@ -116,6 +116,9 @@ def decoupler(mutant=None):
     return h
 
 
+COUNTERS = ("dec_count", "fw_count")   # DEC_COUNT (decoupler), FW_COUNT (firewall)
+
+
 def counters_saturate(mutant=None):
     h = Harness(reset="free")
     dut = CCCtrl(DEPTH, PROTECTED, _formal_mutant=mutant)
@@ -129,9 +132,6 @@ def counters_saturate(mutant=None):
     h.notes.append(f"CCCtrl(depth={DEPTH}, protected={PROTECTED}); reset, flr and inputs "
                    "free in every cycle, any initial state")
     return h
-
-
-COUNTERS = ("dec_count", "fw_count")   # DEC_COUNT (decoupler), FW_COUNT (firewall)
 
 
 # ---------------------------------------------------------------- cc_dma key scrub
