@@ -74,7 +74,7 @@ def test_generate_writes_each_model_apart(tmp_path):
 
 
 def test_regression_model_per_design(monkeypatch):
-    from tb.common.sim import sbox_model as model_of
+    from tb.common.sim import regression_sbox as model_of
 
     monkeypatch.delenv("SIM_SBOX", raising=False)
     monkeypatch.delenv("SIM_COVERAGE", raising=False)

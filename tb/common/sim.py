@@ -18,7 +18,7 @@ Verilator's line and toggle coverage, in build directories of their own
 ``coverage.dat`` and functional bins (``functional.json``, :mod:`tb.common.cover`) to
 ``sim_build/coverage/<tb folder>/<pytest test>/`` for ``scripts/coverage.py``.
 ``SIM_SBOX=circuit`` builds every design with the AES S-box circuit instead of the table
-model (:func:`sbox_model`).
+model (:func:`regression_sbox`).
 """
 import ast
 import hashlib
@@ -38,7 +38,7 @@ from scripts.verilog import ROOT, generate, locked, param_suffix, verilog_body
 from .toolchain import gtkwave_safe_vcd, setup_verilator, wave_format
 from .visibility import VISIBILITY_FLAGS, expose_state
 
-__all__ = ["run", "params", "make_overrides", "sbox_model", "CIRCUIT_DESIGNS",
+__all__ = ["run", "params", "make_overrides", "regression_sbox", "CIRCUIT_DESIGNS",
            "CaseResult", "RESULTS", "SIM_BUILD", "CLOCK_PERIOD_NS", "CASES_DIR",
            "COVERAGE_DIR", "coverage_enabled"]
 
@@ -106,7 +106,7 @@ def coverage_enabled():
 CIRCUIT_DESIGNS = frozenset({"aes256"})
 
 
-def sbox_model(design):
+def regression_sbox(design):
     """The S-box model (:func:`hw.aes.sbox.sbox_model`) *design* is simulated with: the
     table, a third to a half less to build and faster to run for every design around an
     AES pipeline (docs/developing.md), except for :data:`CIRCUIT_DESIGNS`, coverage builds
@@ -242,7 +242,7 @@ def run(design, test_module, params=None, testcase=None, extra_env=None):
     params = dict(params or {})
     waves = os.environ.get("WAVES", "0") not in ("", "0")
     trace = wave_format() if waves else None    # FST may need a package installed: only when asked
-    hdl = generate(design, params, sbox=sbox_model(design))
+    hdl = generate(design, params, sbox=regression_sbox(design))
     coverage = coverage_enabled()
     build_dir = _build(design, params, hdl, trace if waves else None, coverage)
 

@@ -27,7 +27,16 @@ from dataclasses import dataclass, field
 
 from scripts.verilog import generate, locked, param_suffix, verilog_body
 
-from .sim import CASES_DIR, OBJCACHE, SIM_BUILD, VERILATOR_FLAGS, CaseResult, _parse_results, make_overrides, sbox_model
+from .sim import (
+    CASES_DIR,
+    OBJCACHE,
+    SIM_BUILD,
+    VERILATOR_FLAGS,
+    CaseResult,
+    _parse_results,
+    make_overrides,
+    regression_sbox,
+)
 from .toolchain import setup_verilator
 from .visibility import expose_state
 
@@ -150,7 +159,7 @@ def build_free(design, params=None, jobs=None, visibility="none"):
         raise ValueError(f"visibility must be one of {VISIBILITY}, not {visibility!r}")
     params = dict(params or {})
     setup_verilator()
-    hdl = generate(design, params, sbox=sbox_model(design))
+    hdl = generate(design, params, sbox=regression_sbox(design))
     build_dir = free_build_dir(design, params, visibility)
     with locked(build_dir):
         return _build_free_locked(design, hdl, build_dir, jobs, visibility)
@@ -205,7 +214,7 @@ def build_free_vpi(design, params=None):
 
     params = dict(params or {})
     setup_verilator()
-    hdl = generate(design, params, sbox=sbox_model(design))
+    hdl = generate(design, params, sbox=regression_sbox(design))
     model = _build(design, params, hdl, None)
     out = free_build_dir(design, params) / "vpi"
     with locked(out):
