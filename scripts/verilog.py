@@ -100,10 +100,9 @@ def generate(name, params=None, out_dir=VERILOG_DIR, quiet=True, sbox="circuit")
     (:func:`hw.aes.sbox.sbox_model`), into ``<name><param suffix>-sbox_table.v``."""
     from amaranth.back import verilog
 
-    from hw.aes.sbox import MODELS, sbox_model
+    from hw.aes.sbox import check_model, sbox_model
 
-    if sbox not in MODELS:
-        raise ValueError(f"sbox must be one of {MODELS}, not {sbox!r}")
+    check_model(sbox)       # before a file is named after it
     params = dict(params or {})
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

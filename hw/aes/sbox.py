@@ -24,7 +24,8 @@ import re
 from amaranth.hdl import Cat, Signal, Value
 from amaranth.lib.memory import Memory
 
-__all__ = ["CIRCUIT", "TABLE", "MODELS", "evaluate", "sbox", "sbox_table", "sbox_layer", "sbox_model"]
+__all__ = ["CIRCUIT", "TABLE", "MODELS", "evaluate", "sbox", "sbox_table", "sbox_layer", "sbox_model",
+           "check_model"]
 
 # Inputs U0..U7 and outputs S0..S7 are most significant bit first (U0 = bit 7 of the
 # byte). "^" is XOR, "&" AND, "~^" XNOR.
@@ -88,6 +89,13 @@ def evaluate(u, ones=1, net=lambda name, value: value):
     return [nets[f"S{i}"] for i in range(8)]
 
 
+def _whole_bytes(x):
+    x = Value.cast(x)
+    if len(x) == 0 or len(x) % 8:
+        raise TypeError(f"the S-box takes whole bytes, not {len(x)} bits")
+    return x
+
+
 def sbox(m, x, *, name="sbox"):
     """SubBytes on every byte of *x* (byte *k* in bits ``[8k+7:8k]``), built in module *m*.
 
@@ -96,9 +104,7 @@ def sbox(m, x, *, name="sbox"):
     the substituted bytes, a value as wide as *x*. (A module is needed, rather than a pure
     expression, for those signals: see the module docstring.)
     """
-    x = Value.cast(x)
-    if len(x) == 0 or len(x) % 8:
-        raise TypeError(f"the S-box takes whole bytes, not {len(x)} bits")
+    x = _whole_bytes(x)
     count = len(x) // 8
 
     def wire(net, value):
@@ -134,9 +140,7 @@ def sbox_table(m, x, *, name="sbox"):
     """SubBytes on every byte of *x* by table: a 256-byte ROM (:data:`TABLE`) named
     ``<name>_rom`` with one combinational read port per byte. The same function as
     :func:`sbox`, for simulation only (see :func:`sbox_layer`)."""
-    x = Value.cast(x)
-    if len(x) == 0 or len(x) % 8:
-        raise TypeError(f"the S-box takes whole bytes, not {len(x)} bits")
+    x = _whole_bytes(x)
     m.submodules[f"{name}_rom"] = rom = Memory(shape=8, depth=256, init=TABLE)
     out = []
     for k in range(len(x) // 8):
@@ -152,6 +156,13 @@ MODELS = ("circuit", "table")
 _MODEL = contextvars.ContextVar("sbox_model", default="circuit")
 
 
+def check_model(model):
+    """*model* if it is one of :data:`MODELS`, else ValueError."""
+    if model not in MODELS:
+        raise ValueError(f"the S-box model must be one of {MODELS}, not {model!r}")
+    return model
+
+
 @contextlib.contextmanager
 def sbox_model(model):
     """Within the block, :func:`sbox_layer` builds *model* ("circuit" or "table"). Wrap the
@@ -164,9 +175,7 @@ def sbox_model(model):
     byte. The two are the same function (:data:`TABLE` is evaluated from :data:`CIRCUIT`),
     so a model converted with the table behaves cycle for cycle as the one with the circuit.
     """
-    if model not in MODELS:
-        raise ValueError(f"the S-box model must be one of {MODELS}, not {model!r}")
-    token = _MODEL.set(model)
+    token = _MODEL.set(check_model(model))
     try:
         yield
     finally:

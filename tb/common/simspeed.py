@@ -1,7 +1,7 @@
 """Simulation speed per design: the free-running Verilator model against the regression.
 
 ``free_running(design, params)`` builds the design's Verilog (the file
-:func:`scripts.verilog.generate` writes, the one the regression simulates) into a Verilator
+:func:`tb.common.sim.regression_verilog` gives, the one the regression simulates) into a Verilator
 C++ model without cocotb or VPI, with the regression's own :data:`tb.common.sim.VERILATOR_FLAGS`
 and C++ optimisation (:data:`tb.common.sim.CXX_OPT`, Verilator's ``OPT_FAST``), and a small
 generated ``main.cpp`` that holds reset for :data:`RESET_CYCLES` cycles and then only
@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from scripts.verilog import generate, locked, param_suffix, verilog_body
+from scripts.verilog import locked, param_suffix, verilog_body
 
 from .sim import (
     CASES_DIR,
@@ -35,7 +35,7 @@ from .sim import (
     CaseResult,
     _parse_results,
     make_overrides,
-    regression_sbox,
+    regression_verilog,
 )
 from .toolchain import setup_verilator
 from .visibility import expose_state
@@ -159,7 +159,7 @@ def build_free(design, params=None, jobs=None, visibility="none"):
         raise ValueError(f"visibility must be one of {VISIBILITY}, not {visibility!r}")
     params = dict(params or {})
     setup_verilator()
-    hdl = generate(design, params, sbox=regression_sbox(design))
+    hdl = regression_verilog(design, params)
     build_dir = free_build_dir(design, params, visibility)
     with locked(build_dir):
         return _build_free_locked(design, hdl, build_dir, jobs, visibility)
@@ -214,7 +214,7 @@ def build_free_vpi(design, params=None):
 
     params = dict(params or {})
     setup_verilator()
-    hdl = generate(design, params, sbox=regression_sbox(design))
+    hdl = regression_verilog(design, params)
     model = _build(design, params, hdl, None)
     out = free_build_dir(design, params) / "vpi"
     with locked(out):
