@@ -155,6 +155,15 @@ class Driver:
         gap = self.rng.randrange(0, 2048) if gap is None else gap
         return self._add(Buffer(name, self._place(size, self.ALIGN, gap), size, "global", read_only))
 
+    def place_global(self, name, base, size, read_only=False):
+        """A global buffer at a *base* the caller chooses, any alignment (the BCU compares
+        any base): directed tests that need given bit patterns in bases and sizes. The
+        allocator's own placement does not move; a buffer may run past 2**48 (the limit's
+        carry), not start there."""
+        if not 0 <= base < (1 << VA_BITS):
+            raise ValueError(f"buffer base {base:#x} is not a {VA_BITS}-bit virtual address")
+        return self._add(Buffer(name, base, size, "global", read_only))
+
     def alloc_local(self, name, size, threads):
         """Per-thread local memory: one buffer (and id) per thread, ``name[i]``, packed
         back to back; returns the names."""

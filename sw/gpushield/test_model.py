@@ -249,6 +249,26 @@ def test_violations_all_caught():
     assert seen == set(VIOLATIONS)
 
 
+def test_driver_places_a_buffer_by_hand():
+    env = Env()
+    env.drv.alloc_global("g", 100)
+    # any alignment and a bound past 2**48 (the limit's carry); the allocator does not move
+    odd = env.drv.place_global("odd", 0x5555_5555_5555, 0x5555_5555)
+    wrap = env.drv.place_global("wrap", (1 << 48) - (1 << 31), 0xFFFF_FFFF, read_only=True)
+    after = env.drv.alloc_global("h", 16, gap=0)
+    assert after.base == env.drv.buffers["g"].base + 256        # the allocator's next slot
+    assert (odd.base, odd.size, odd.kind, odd.read_only) == (0x5555_5555_5555, 0x5555_5555, "global", False)
+    assert wrap.read_only and wrap.end > 1 << 48
+    launch = env.launch()
+    for buf in (odd, wrap):
+        e = unpack_entry(env.drv.mem.read128(launch.rbt_base + 16 * launch.buffers[buf.name].id))
+        assert (e["base"], e["size"], e["valid"]) == (buf.base, buf.size, 1)
+    for name, base, size, error in [("neg", -16, 16, "virtual address"), ("top", 1 << 48, 16, "virtual address"),
+                                    ("huge", 0, 1 << 32, "32 bits"), ("odd", 0x1000, 16, "exists")]:
+        with pytest.raises(ValueError, match=error):
+            env.drv.place_global(name, base, size)
+
+
 def test_driver_launch():
     env = Env()
     env.drv.alloc_global("g", 100)

@@ -192,8 +192,7 @@ def _pattern_driver(tb, rbt_base):
     drv = Driver(random.Random(random.getrandbits(32)), tb.mem, rbt_base=rbt_base, lanes=LANES,
                  slots=tb.slots, va_start=0x100)
     for name, base, size in [*_PATTERN_BUFFERS, ("high", rbt_base - 0x1000, 0x1000)]:
-        drv.alloc_global(name, 16, gap=0)
-        drv.buffers[name].base, drv.buffers[name].size = base, size
+        drv.place_global(name, base, size)
     return drv
 
 
