@@ -32,6 +32,27 @@ def test_stream_inputs_are_the_top_modules_valid_and_ready_inputs():
     assert simspeed.stream_inputs(HEADER, "top_a") == ["i__valid", "o__ready"]
 
 
+CLASSES_MK = """# Global classes, need linked once per executable, fast-path
+VM_GLOBAL_FAST += \\
+  verilated \\
+  verilated_vpi \\
+
+# Global classes, need linked once per executable, non-fast-path
+VM_GLOBAL_SLOW += \\
+  verilated_cov \\
+
+VM_SUPPORT_FAST += \\
+  Vtop__Dpi \\
+"""
+
+
+def test_model_objects_come_from_the_models_makefile():
+    assert simspeed.model_objects(CLASSES_MK) == ["verilated.o", "verilated_vpi.o", "verilated_cov.o",
+                                                  "Vtop__ALL.a"]
+    with pytest.raises(ValueError, match="no run-time objects"):
+        simspeed.model_objects("VM_SUPPORT_FAST += \\\n  Vtop__Dpi \\\n")
+
+
 def test_cpp_name_encodes_double_underscores_as_verilator_does():
     assert simspeed.cpp_name("i__valid") == "i___05Fvalid"
     assert simspeed.cpp_name("pcie_o__ready") == "pcie_o___05Fready"

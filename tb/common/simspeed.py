@@ -45,7 +45,7 @@ from .visibility import expose_state
 VISIBILITY = ("none", "state", "all")
 
 __all__ = ["Subject", "DESIGNS", "RESET_CYCLES", "stream_inputs", "cpp_name", "main_cpp", "free_build_dir",
-           "build_free", "free_running", "build_free_vpi", "free_running_vpi", "driven", "cocotb_clock_only",
+           "model_objects", "build_free", "free_running", "build_free_vpi", "free_running_vpi", "driven", "cocotb_clock_only",
            "regression"]
 
 RESET_CYCLES = 8
@@ -236,12 +236,29 @@ def build_free_vpi(design, params=None):
         if compiler[0] == str(OBJCACHE):
             compiler = compiler[1:]
         compile_cmd = compiler + [f"-I{model}", "-c", "-o", str(out / "main.o"), str(out / "main.cpp")]
-        objects = [str(model / o) for o in ("verilated.o", "verilated_dpi.o", "verilated_vpi.o",
-                                            "verilated_threads.o", "Vtop__ALL.a")]
+        objects = [str(model / o) for o in model_objects((model / "Vtop_classes.mk").read_text())]
         for cmd in (compile_cmd, ["c++", str(out / "main.o"), *objects, "-pthread", "-o", str(exe)]):
             subprocess.run(cmd, check=True, cwd=model)
         stamp.write_text(key)
         return exe
+
+
+def model_objects(classes_mk):
+    """What a main links a Verilator model from, given the text of its ``Vtop_classes.mk``:
+    the run-time library's objects the model was built with (``VM_GLOBAL_FAST`` and
+    ``VM_GLOBAL_SLOW``: ``verilated.o``, ``verilated_vpi.o``, … as its flags asked) and the
+    model's own archive ``Vtop__ALL.a``."""
+    names, current = [], None
+    for line in classes_mk.splitlines():
+        if m := re.match(r"(VM_GLOBAL_FAST|VM_GLOBAL_SLOW) \+= \\$", line):
+            current = m.group(1)
+        elif current and line.startswith("  "):
+            names.append(line.strip().rstrip("\\").strip() + ".o")
+        else:
+            current = None
+    if not names:
+        raise ValueError("Vtop_classes.mk lists no run-time objects (VM_GLOBAL_FAST / VM_GLOBAL_SLOW)")
+    return names + ["Vtop__ALL.a"]
 
 
 def free_running_vpi(design, params=None, cycles=100_000, streams=False):
