@@ -45,8 +45,8 @@ from .visibility import expose_state
 VISIBILITY = ("none", "state", "all")
 
 __all__ = ["Subject", "DESIGNS", "RESET_CYCLES", "stream_inputs", "cpp_name", "main_cpp", "free_build_dir",
-           "model_objects", "build_free", "free_running", "build_free_vpi", "free_running_vpi", "driven", "cocotb_clock_only",
-           "regression"]
+           "model_objects", "build_free", "free_running", "build_free_vpi", "free_running_vpi", "driven",
+           "cocotb_clock_only", "regression"]
 
 RESET_CYCLES = 8
 
