@@ -248,14 +248,14 @@ def model_objects(classes_mk):
     the run-time library's objects the model was built with (``VM_GLOBAL_FAST`` and
     ``VM_GLOBAL_SLOW``: ``verilated.o``, ``verilated_vpi.o``, … as its flags asked) and the
     model's own archive ``Vtop__ALL.a``."""
-    names, current = [], None
+    names, listing = [], False
     for line in classes_mk.splitlines():
-        if m := re.match(r"(VM_GLOBAL_FAST|VM_GLOBAL_SLOW) \+= \\$", line):
-            current = m.group(1)
-        elif current and line.startswith("  "):
+        if re.match(r"VM_GLOBAL_(FAST|SLOW) \+= \\$", line):
+            listing = True
+        elif listing and line.startswith("  "):
             names.append(line.strip().rstrip("\\").strip() + ".o")
         else:
-            current = None
+            listing = False
     if not names:
         raise ValueError("Vtop_classes.mk lists no run-time objects (VM_GLOBAL_FAST / VM_GLOBAL_SLOW)")
     return names + ["Vtop__ALL.a"]
