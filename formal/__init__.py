@@ -20,14 +20,15 @@ Conventions of every harness:
   (``_formal_mutant=...``, off by default and never set in ``hw/designs.py``); the
   prover must reject it.
 """
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from amaranth.asserts import AnyConst, AnySeq, Initial
 from amaranth.hdl import Assert, Assume, ClockDomain, Elaboratable, Fragment, Module, Signal, Value
 from amaranth.lib import wiring
 
-__all__ = ["Property", "Harness", "Frozen", "registers", "free_inputs", "Stub", "BLOCKS",
+__all__ = ["Property", "with_mutant", "Harness", "Frozen", "registers", "free_inputs", "Stub", "BLOCKS",
            "all_properties"]
 
 BLOCKS = ("aes", "gcm", "sxp", "cc", "gpushield", "pcie")   # formal/<block>.py, in report order
@@ -57,6 +58,16 @@ class Property:
     @property
     def key(self):
         return f"{self.design}/{self.name}"
+
+
+def with_mutant(prop, mutant, doc, hook="_formal_mutant"):
+    """``[prop, its mutant]``: the same checks (depth, induction, window) on the design with
+    the seeded bug *mutant*, which the prover must reject. Its build is
+    ``prop.build(mutant)``; its parameters are *prop*'s plus ``hook: mutant``, where *hook*
+    names the constructor that takes the ``_formal_mutant`` argument (``"TrustGate._formal_mutant"``
+    for a submodule); *doc* says what the bug is."""
+    return [prop, replace(prop, name=f"{prop.name}.mutant_{mutant}", build=functools.partial(prop.build, mutant),
+                          mutant=True, params={**prop.params, hook: mutant}, doc=doc)]
 
 
 class Frozen(Elaboratable):

@@ -31,7 +31,7 @@ from hw.cc import CCCtrl, CCDma
 from hw.csr import Access
 from hw.gcm import GcmCore
 
-from . import Harness, Property, discard, free_inputs, freeze, registers
+from . import Harness, Property, discard, free_inputs, freeze, registers, with_mutant
 from .aes import scrub_checks
 from .gcm import gcm_scrub_value
 
@@ -180,27 +180,19 @@ def _dma_n():
 
 N_DMA = _dma_n()
 PROPERTIES = [
-    Property("cc_ctrl", "decoupler", decoupler, depth=DEPTH + 4, induction=1,
-             params={"depth": DEPTH, "protected": PROTECTED},
-             doc="every row: a host access outside the (hand-written) allow-list never "
-                 "reaches a register; refused reads return 0, refused writes change nothing"),
-    Property("cc_ctrl", "decoupler.mutant_open_scratch0", lambda: decoupler("open_scratch0"),
-             depth=DEPTH + 4, induction=1, mutant=True,
-             params={"depth": DEPTH, "protected": PROTECTED, "_formal_mutant": "open_scratch0"},
-             doc="SCRATCH0 readable and writable in CC on"),
-    Property("cc_ctrl", "counters_saturate", counters_saturate, depth=2, induction=1,
-             params={"depth": DEPTH, "protected": PROTECTED},
-             doc="DEC_COUNT and FW_COUNT hold or count up by one unless reset or FLR: they "
-                 "hold at 2^32 - 1"),
-    Property("cc_ctrl", "counters_saturate.mutant_counters_wrap",
-             lambda: counters_saturate("counters_wrap"), depth=2, induction=1, mutant=True,
-             params={"depth": DEPTH, "protected": PROTECTED, "_formal_mutant": "counters_wrap"},
-             doc="the refusal counters count on past 2^32 - 1 (to 0)"),
-    Property("cc_dma", "reset_scrub", dma_scrub, depth=N_DMA + 2, window=True, params=DMA,
-             doc=f"{N_DMA} cycles after reset the gcm_core contexts, its pipeline and the "
-                 "channel key/IV state are scrubbed"),
-    Property("cc_dma", "reset_scrub.mutant_keep_key", lambda: dma_scrub("keep_key"),
-             depth=N_DMA + 2, window=True, mutant=True,
-             params={**DMA, "gcm_core._formal_mutant": "keep_key"},
-             doc="the reset does not clear gcm_core's context key"),
+    *with_mutant(Property("cc_ctrl", "decoupler", decoupler, depth=DEPTH + 4, induction=1,
+                          params={"depth": DEPTH, "protected": PROTECTED},
+                          doc="every row: a host access outside the (hand-written) allow-list never "
+                              "reaches a register; refused reads return 0, refused writes change "
+                              "nothing"),
+                 "open_scratch0", "SCRATCH0 readable and writable in CC on"),
+    *with_mutant(Property("cc_ctrl", "counters_saturate", counters_saturate, depth=2, induction=1,
+                          params={"depth": DEPTH, "protected": PROTECTED},
+                          doc="DEC_COUNT and FW_COUNT hold or count up by one unless reset or FLR: "
+                              "they hold at 2^32 - 1"),
+                 "counters_wrap", "the refusal counters count on past 2^32 - 1 (to 0)"),
+    *with_mutant(Property("cc_dma", "reset_scrub", dma_scrub, depth=N_DMA + 2, window=True, params=DMA,
+                          doc=f"{N_DMA} cycles after reset the gcm_core contexts, its pipeline and the "
+                              "channel key/IV state are scrubbed"),
+                 "keep_key", "the reset does not clear gcm_core's context key", hook="gcm_core._formal_mutant"),
 ]

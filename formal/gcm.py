@@ -11,7 +11,7 @@ design) is zero — the AES's pipeline registers hold the zero-key public consta
 """
 from hw.gcm import GcmCore
 
-from . import Harness, Property, free_inputs, freeze, rtl_constant
+from . import Harness, Property, free_inputs, freeze, rtl_constant, with_mutant
 from .aes import aes_scrub_value, scrub_checks
 
 __all__ = ["PROPERTIES", "GCM_ROLES", "gcm_scrub_value"]
@@ -54,12 +54,10 @@ def reset_scrub(mutant=None, contexts=CONTEXTS, lanes=LANES):
 
 N = rtl_constant(lambda: GcmCore(CONTEXTS, LANES), "flush_cycles")
 PROPERTIES = [
-    Property("gcm_core", "reset_scrub", reset_scrub, depth=N + 2, window=True,
-             params={"contexts": CONTEXTS, "lanes": LANES},
-             doc=f"{N} cycles (GcmCore.flush_cycles) after reset every reset-less register "
-                 "(context key/H/X/nonce/beat, s0, P, read-ahead, O, AES pipeline) is scrubbed"),
-    Property("gcm_core", "reset_scrub.mutant_keep_h", lambda: reset_scrub("keep_h"),
-             depth=N + 2, window=True, mutant=True,
-             params={"contexts": CONTEXTS, "lanes": LANES, "_formal_mutant": "keep_h"},
-             doc="the reset does not clear the contexts' H"),
+    *with_mutant(Property("gcm_core", "reset_scrub", reset_scrub, depth=N + 2, window=True,
+                          params={"contexts": CONTEXTS, "lanes": LANES},
+                          doc=f"{N} cycles (GcmCore.flush_cycles) after reset every reset-less register "
+                              "(context key/H/X/nonce/beat, s0, P, read-ahead, O, AES pipeline) is "
+                              "scrubbed"),
+                 "keep_h", "the reset does not clear the contexts' H"),
 ]

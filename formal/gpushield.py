@@ -56,7 +56,7 @@ from hw.gpushield import BCU
 from hw.gpushield.engine import L1_ENTRIES, fetch_layout
 from hw.gpushield.layout import ID_BITS, VA_BITS, PtrType, cache_entry_layout, rbt_entry_layout
 
-from . import Harness, Property, free_inputs, freeze, registers, rtl_constant, submodule
+from . import Harness, Property, free_inputs, freeze, registers, rtl_constant, submodule, with_mutant
 
 __all__ = ["PROPERTIES"]
 
@@ -178,17 +178,13 @@ def log_counts_saturate(mutant=None, lanes=COUNTER_LANES):
 
 DEPTH = 13
 PROPERTIES = [
-    Property("bcu", "soundness", soundness, depth=DEPTH, params={"lanes": LANES},
-             doc="ok for a Type 2 warp: every active lane of the watched id is inside the "
-                 "(symbolic) entry fetched for it; bounded: answers from a fetch"),
-    Property("bcu", "soundness.mutant_ignore_size", lambda: soundness("ignore_size"),
-             depth=DEPTH, mutant=True, params={"lanes": LANES, "_formal_mutant": "ignore_size"},
-             doc="the checker ends an access at its first byte (ignores the access size)"),
-    Property("bcu", "log_counts_saturate", log_counts_saturate, depth=2, induction=1,
-             params={"lanes": COUNTER_LANES},
-             doc="every slot's violation-log count holds or counts up by one unless reset or "
-                 "launched: it holds at 2^32 - 1"),
-    Property("bcu", "log_counts_saturate.mutant_log_wraps", lambda: log_counts_saturate("log_wraps"),
-             depth=2, induction=1, mutant=True, params={"lanes": COUNTER_LANES, "_formal_mutant": "log_wraps"},
-             doc="a slot's log count counts on past 2^32 - 1 (to 0)"),
+    *with_mutant(Property("bcu", "soundness", soundness, depth=DEPTH, params={"lanes": LANES},
+                          doc="ok for a Type 2 warp: every active lane of the watched id is inside the "
+                              "(symbolic) entry fetched for it; bounded: answers from a fetch"),
+                 "ignore_size", "the checker ends an access at its first byte (ignores the access size)"),
+    *with_mutant(Property("bcu", "log_counts_saturate", log_counts_saturate, depth=2, induction=1,
+                          params={"lanes": COUNTER_LANES},
+                          doc="every slot's violation-log count holds or counts up by one unless reset "
+                              "or launched: it holds at 2^32 - 1"),
+                 "log_wraps", "a slot's log count counts on past 2^32 - 1 (to 0)"),
 ]

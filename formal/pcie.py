@@ -15,7 +15,7 @@ state.
 """
 from hw.pcie import PcieReadTable
 
-from . import Harness, Property, free_inputs
+from . import Harness, Property, free_inputs, with_mutant
 
 __all__ = ["PROPERTIES"]
 
@@ -32,11 +32,8 @@ def counters_saturate(mutant=None):
 
 
 PROPERTIES = [
-    Property("pcie_rdtable", "counters_saturate", counters_saturate, depth=2, induction=1,
-             doc="err_count and timeout_count hold or count up by one unless reset: they "
-                 "hold at 2^32 - 1"),
-    Property("pcie_rdtable", "counters_saturate.mutant_counters_wrap",
-             lambda: counters_saturate("counters_wrap"), depth=2, induction=1, mutant=True,
-             params={"_formal_mutant": "counters_wrap"},
-             doc="the counters count on past 2^32 - 1 (to 0)"),
+    *with_mutant(Property("pcie_rdtable", "counters_saturate", counters_saturate, depth=2, induction=1,
+                          doc="err_count and timeout_count hold or count up by one unless reset: "
+                              "they hold at 2^32 - 1"),
+                 "counters_wrap", "the counters count on past 2^32 - 1 (to 0)"),
 ]

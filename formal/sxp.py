@@ -42,7 +42,7 @@ from hw.sxp import SXP
 from hw.sxp.control import KeyStager, TrustGate
 from hw.sxp.regs import ADDR_KEY, ADDR_KEY_COMMIT, KEY_WORDS
 
-from . import Harness, Property, Stub, discard, free_inputs, freeze, registers
+from . import Harness, Property, Stub, discard, free_inputs, freeze, registers, with_mutant
 from .aes import scrub_checks
 
 __all__ = ["PROPERTIES", "control_plane", "register_file"]
@@ -213,28 +213,19 @@ def key_slots_write_only(mutant=None):
 
 
 PROPERTIES = [
-    Property("sxp", "key_stage_scrub", key_stage_scrub, depth=3, window=True,
-             params={"component": "KeyStager", "contexts": CONTEXTS},
-             doc="KeyStager: staging words, held key, flags are zero in the first cycle "
-                 "after reset (ordinary resets: scrub length 0)"),
-    Property("sxp", "key_stage_scrub.mutant_keep_held", lambda: key_stage_scrub("keep_held"),
-             depth=3, window=True, mutant=True,
-             params={"component": "KeyStager", "_formal_mutant": "keep_held"},
-             doc="the holding register has no reset"),
-    Property("sxp", "trusted_lock", trusted_lock, depth=6, induction=2,
-             params={"contexts": CONTEXTS, "lanes": LANES, "datapath": "stubbed"},
-             doc="trusted: host reads return 0; config, STATUS.exc, key strobes and staging "
-                 "change only by the ccu port; trusted mode stays"),
-    Property("sxp", "trusted_lock.mutant_unlock", lambda: trusted_lock("unlock"), depth=6,
-             induction=2, mutant=True,
-             params={"contexts": CONTEXTS, "lanes": LANES, "TrustGate._formal_mutant": "unlock"},
-             doc="TrustGate.locked forgets trusted"),
-    Property("sxp", "key_slots_write_only", key_slots_write_only, depth=3, induction=1,
-             params={"contexts": CONTEXTS, "lanes": LANES, "datapath": "stubbed", "copies": 2},
-             doc="key slots read zero on both ports, and (miter) no read of either port "
-                 "depends on the data written to the key slots"),
-    Property("sxp", "key_slots_write_only.mutant_leak",
-             lambda: key_slots_write_only("leak"), depth=3, induction=1, mutant=True,
-             params={"contexts": CONTEXTS, "lanes": LANES, "KeyStager._formal_mutant": "leak"},
-             doc="a staged key bit shows in STATUS.key_busy"),
+    *with_mutant(Property("sxp", "key_stage_scrub", key_stage_scrub, depth=3, window=True,
+                          params={"component": "KeyStager", "contexts": CONTEXTS},
+                          doc="KeyStager: staging words, held key, flags are zero in the first cycle "
+                              "after reset (ordinary resets: scrub length 0)"),
+                 "keep_held", "the holding register has no reset"),
+    *with_mutant(Property("sxp", "trusted_lock", trusted_lock, depth=6, induction=2,
+                          params={"contexts": CONTEXTS, "lanes": LANES, "datapath": "stubbed"},
+                          doc="trusted: host reads return 0; config, STATUS.exc, key strobes and "
+                              "staging change only by the ccu port; trusted mode stays"),
+                 "unlock", "TrustGate.locked forgets trusted", hook="TrustGate._formal_mutant"),
+    *with_mutant(Property("sxp", "key_slots_write_only", key_slots_write_only, depth=3, induction=1,
+                          params={"contexts": CONTEXTS, "lanes": LANES, "datapath": "stubbed", "copies": 2},
+                          doc="key slots read zero on both ports, and (miter) no read of either port "
+                              "depends on the data written to the key slots"),
+                 "leak", "a staged key bit shows in STATUS.key_busy", hook="KeyStager._formal_mutant"),
 ]

