@@ -26,9 +26,9 @@ __all__ = ["VERILOG_DIR", "generate", "param_suffix", "verilog_body", "netlist_k
 VERILOG_DIR = ROOT / "sim_build" / "verilog"
 
 
-def _source_hash(name, params, sbox="circuit"):
-    key = f"{name}:{json.dumps(params, sort_keys=True)}" + ("" if sbox == "circuit" else f":sbox={sbox}")
-    digest = hashlib.sha256(key.encode())
+def _source_hash(name, params, variant=""):
+    # variant: the file name's suffix after the parameters (a simulation model), "" for the design
+    digest = hashlib.sha256(f"{name}:{json.dumps(params, sort_keys=True)}{variant}".encode())
     for path in sorted((ROOT / "hw").rglob("*.py")):
         digest.update(path.relative_to(ROOT).as_posix().encode())
         digest.update(path.read_bytes())
@@ -108,7 +108,7 @@ def generate(name, params=None, out_dir=VERILOG_DIR, quiet=True, sbox="circuit")
     out_dir.mkdir(parents=True, exist_ok=True)
     suffix = "" if sbox == "circuit" else f"-sbox_{sbox}"
     path = out_dir / f"{name}{param_suffix(params)}{suffix}.v"
-    stamp = f"// source-hash: {_source_hash(name, params, sbox)}\n"
+    stamp = f"// source-hash: {_source_hash(name, params, suffix)}\n"
     with locked(path):
         if path.exists():
             with path.open() as f:

@@ -38,8 +38,7 @@ from scripts.verilog import ROOT, generate, locked, param_suffix, verilog_body
 from .toolchain import gtkwave_safe_vcd, setup_verilator, wave_format
 from .visibility import VISIBILITY_FLAGS, expose_state
 
-__all__ = ["run", "params", "make_overrides", "regression_sbox", "regression_verilog",
-           "CIRCUIT_DESIGNS",
+__all__ = ["run", "params", "make_overrides", "regression_sbox", "regression_verilog", "CIRCUIT_DESIGNS",
            "CaseResult", "RESULTS", "SIM_BUILD", "CLOCK_PERIOD_NS", "CASES_DIR",
            "COVERAGE_DIR", "coverage_enabled"]
 

@@ -250,7 +250,7 @@ def model_objects(classes_mk):
     model's own archive ``Vtop__ALL.a``."""
     names, listing = [], False
     for line in classes_mk.splitlines():
-        if re.match(r"VM_GLOBAL_(FAST|SLOW) \+= \\$", line):
+        if re.match(r"VM_GLOBAL_(?:FAST|SLOW) \+= \\$", line):
             listing = True
         elif listing and line.startswith("  "):
             names.append(line.strip().rstrip("\\").strip() + ".o")
