@@ -160,3 +160,67 @@ def test_bcu_area_like_for_like():
     assert a["gpu_mm2_flip_flops"] == pytest.approx(a["units_per_gpu"] * 0.1, abs=1e-3)
     with pytest.raises(ValueError):
         area_like_for_like(0, 1.0, 5.0)
+
+
+# Run in a fresh interpreter: it imports Amaranth only, then elaborates each design in a
+# child of its own (fork), and prints the hw modules each child had loaded.
+_LOADED_BY_ELABORATION = r"""
+import json, sys
+from multiprocessing import get_context
+from amaranth.hdl import Fragment
+
+def loaded(name):
+    from hw.designs import elaborate
+    Fragment.get(elaborate(name), None)
+    return name, sorted(m.__file__ for n, m in sys.modules.items()
+                        if (n == "hw" or n.startswith("hw.")) and getattr(m, "__file__", None))
+
+if __name__ == "__main__":
+    with get_context("fork").Pool(2, maxtasksperchild=1) as pool:
+        print(json.dumps(dict(pool.map(loaded, sys.argv[1:], chunksize=1))))
+"""
+
+
+def test_design_sources_cover_what_elaboration_loads():
+    # A conversion is cached on design_sources: a module it misses would leave a stale
+    # Verilog file after an edit. Every design, elaborated alone, loads only files listed.
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from hw.designs import DESIGNS
+    from scripts.verilog import ROOT, design_sources
+
+    out = subprocess.run([sys.executable, "-c", _LOADED_BY_ELABORATION, *DESIGNS], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    for name, files in json.loads(out).items():
+        loaded = {Path(f).resolve() for f in files}
+        listed = set(design_sources(name))
+        assert loaded <= listed, f"{name}: loads {sorted(map(str, loaded - listed))}, not in its sources"
+        assert ROOT / "hw" / "designs.py" in listed
+    # a block's sources are its own and what it imports: another block's edit leaves it be
+    aes = {p.relative_to(ROOT).as_posix() for p in design_sources("aes256")}
+    assert aes == {"hw/__init__.py", "hw/designs.py", "hw/aes/__init__.py", "hw/aes/core.py",
+                   "hw/aes/layout.py", "hw/aes/sbox.py"}
+    assert ROOT / "hw" / "gpushield" / "checker.py" in design_sources("bcu")
+    assert not any("gpushield" in p.as_posix() for p in design_sources("sxp"))
+    with pytest.raises(ValueError, match="unknown design"):
+        design_sources("nonesuch")
+
+
+def test_imported_modules_resolves_every_import_form(tmp_path):
+    from scripts.verilog import _imported_modules
+    path = tmp_path / "engine.py"
+    path.write_text("import hw.aes.core as core\n"
+                    "from . import layout\n"
+                    "from ..common import arith, util\n"
+                    "from .regs import REGS\n"
+                    "def elaborate():\n"
+                    "    from hw.csr import bus\n")
+    assert set(_imported_modules(path, "hw.sxp.engine")) == {
+        "hw.aes.core", "hw.sxp", "hw.sxp.layout", "hw.common", "hw.common.arith",
+        "hw.common.util", "hw.sxp.regs", "hw.sxp.regs.REGS", "hw.csr", "hw.csr.bus"}
+    package = tmp_path / "__init__.py"          # in a package's __init__, "." is the package
+    package.write_text("from .core import AES256\n")
+    assert set(_imported_modules(package, "hw.aes")) == {"hw.aes.core", "hw.aes.core.AES256"}

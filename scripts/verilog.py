@@ -1,9 +1,11 @@
 """Convert designs to Verilog in ``sim_build/verilog/`` (``make verilog``).
 
-A conversion is cached: the file's first line records a hash of every ``hw/`` source and
-the parameters, so an unchanged design is not converted again.
+A conversion is cached: the file's first line records a hash of the parameters and of the
+``hw/`` sources the design imports (:func:`design_sources`), so a design is converted again
+only when one of its own sources changed, not after an edit to another block.
 """
 import argparse
+import ast
 import contextlib
 import fcntl
 import hashlib
@@ -20,16 +22,63 @@ sys.path.insert(0, str(ROOT))
 
 from hw.designs import DESIGNS, available, elaborate  # noqa: E402
 
-__all__ = ["VERILOG_DIR", "generate", "param_suffix", "verilog_body", "netlist_key", "netlist_digest",
+__all__ = ["VERILOG_DIR", "generate", "design_sources", "param_suffix", "verilog_body", "netlist_key", "netlist_digest",
            "locked", "check_processes"]
 
 VERILOG_DIR = ROOT / "sim_build" / "verilog"
 
 
+def _module_path(module):
+    # the file of module *module* (dotted name) in this tree, or None (not ours)
+    base = ROOT.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imported_modules(path, module):
+    # every module an import statement of *path* (module *module*) may load, at any depth
+    # of its code (function-level imports too); `from p import x` names both p and p.x,
+    # since x may be a submodule
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def design_sources(name):
+    """The ``hw/`` files design *name*'s conversion can execute: the closure of the import
+    statements from its component's module (every package on the way included), and
+    ``hw/designs.py``. Static, like a compiler's dependency file: ``scripts/test_scripts.py``
+    checks that it covers every ``hw`` module elaborating the design loads."""
+    if name not in DESIGNS:
+        raise ValueError(f"unknown design {name!r}; known: {', '.join(DESIGNS)}")
+    todo, seen = [DESIGNS[name].component.partition(":")[0], "hw.designs"], {}
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        parts = module.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]   # parents run first
+        seen[module] = path = _module_path(module)
+        if path is not None:
+            todo += [m for m in _imported_modules(path, module) if m == "hw" or m.startswith("hw.")]
+    return sorted(path for path in seen.values() if path is not None)
+
+
 def _source_hash(name, params, variant=""):
     # variant: the file name's suffix after the parameters (a simulation model), "" for the design
     digest = hashlib.sha256(f"{name}:{json.dumps(params, sort_keys=True)}{variant}".encode())
-    for path in sorted((ROOT / "hw").rglob("*.py")):
+    for path in design_sources(name):
         digest.update(path.relative_to(ROOT).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
