@@ -196,8 +196,9 @@ class BCU(wiring.Component):
         port = self.slot_port
         m.submodules.front = front = Front(self.lanes, self.slots)
         m.submodules.engine = engine = Engine(self.lanes, self.slots)
-        m.submodules.checker = checker = Checker(self.lanes, _formal_mutant=self._formal_mutant if
-                                                     self._formal_mutant != "log_wraps" else None)
+        # "ignore_size" is the checker's own mutant; "log_wraps" is this module's (below)
+        checker_mutant = "ignore_size" if self._formal_mutant == "ignore_size" else None
+        m.submodules.checker = checker = Checker(self.lanes, _formal_mutant=checker_mutant)
         # no request while the engine zeroes its L2 entries after reset (scrub_cycles)
         m.d.comb += [front.req.valid.eq(self.req.valid & ~engine.scrubbing),
                      front.req.payload.eq(self.req.payload),

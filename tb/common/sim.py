@@ -108,8 +108,8 @@ CIRCUIT_DESIGNS = frozenset({"aes256"})
 
 def regression_sbox(design):
     """The S-box model (:func:`hw.aes.sbox.sbox_model`) *design* is simulated with: the
-    table, cheaper to build (`sxp_x4` 87 → 56 s in a fresh clone's make sim) and faster to
-    run for every design around an AES pipeline (docs/developing.md), except for
+    table, cheaper to build and faster to run for every design around an AES pipeline
+    (the figures: docs/developing.md, "Simulation speed"), except for
     :data:`CIRCUIT_DESIGNS`, coverage builds (their line and toggle figures are of the
     circuit) and ``SIM_SBOX=circuit``. The table is evaluated from the circuit
     (:data:`hw.aes.sbox.TABLE`), so the two models agree cycle for cycle; make verilog, make
