@@ -38,9 +38,9 @@ from scripts.verilog import ROOT, generate, locked, param_suffix, verilog_body
 from .toolchain import gtkwave_safe_vcd, setup_verilator, wave_format
 from .visibility import VISIBILITY_FLAGS, expose_state
 
-__all__ = ["run", "params", "make_overrides", "regression_sbox", "regression_verilog", "CIRCUIT_DESIGNS",
-           "CaseResult", "RESULTS", "SIM_BUILD", "CLOCK_PERIOD_NS", "CASES_DIR",
-           "COVERAGE_DIR", "coverage_enabled"]
+__all__ = ["run", "params", "make_overrides", "build_key_overrides", "regression_sbox",
+           "regression_verilog", "CIRCUIT_DESIGNS", "CaseResult", "RESULTS", "SIM_BUILD",
+           "CLOCK_PERIOD_NS", "CASES_DIR", "COVERAGE_DIR", "coverage_enabled"]
 
 SIM_BUILD = ROOT / "sim_build"
 CLOCK_PERIOD_NS = 10  # every testbench clocks at 100 MHz, so simulated cycles = sim ns / 10
@@ -70,6 +70,13 @@ OBJCACHE = Path(__file__).resolve().with_name("objcache.py")
 def make_overrides():
     """The variables every Verilator model's ``make`` is run with (through ``MAKEFLAGS``)."""
     return [f"OPT_FAST={CXX_OPT}", f"OBJCACHE={OBJCACHE}"]
+
+
+def build_key_overrides():
+    """:func:`make_overrides` as a build's cache key sees them: the launcher's path relative
+    to the clone (where the clone lies does not change the model; with the absolute path a
+    ``sim_build`` copied to another clone rebuilt every model)."""
+    return " ".join(make_overrides()).replace(f"{ROOT}{os.sep}", "")
 
 
 # `SIM_COVERAGE=1` builds: line (statement and branch) and toggle coverage. Toggle coverage skips
@@ -154,7 +161,7 @@ def _build_locked(design, params, hdl_path, trace, build_dir, coverage=False):
     body = verilog_body(hdl_path)
     if not coverage:
         body = expose_state(body.decode())[0].encode()
-    key = hashlib.sha256(body + " ".join(flags + [make_opt]).encode()).hexdigest()
+    key = hashlib.sha256(body + " ".join(flags + [build_key_overrides()]).encode()).hexdigest()
     stamp = build_dir / "build.stamp"
     exe = build_dir / design
     if stamp.exists() and exe.exists() and stamp.read_text() == key:

@@ -97,3 +97,19 @@ def test_runs_as_verilators_launcher(tree):
     assert out.returncode == 0, out.stderr
     assert (tmp / "lib.o").read_text() == "library "
     assert len(list((tmp / "cache").glob("*.o"))) == 1
+
+
+def test_build_key_does_not_depend_on_where_the_clone_lies(monkeypatch):
+    """A model's cache key names the launcher relative to the clone, while ``make`` is
+    given its absolute path: the same clone moved (or its sim_build copied) keeps its builds."""
+    from pathlib import Path
+
+    from tb.common import sim
+
+    here = sim.build_key_overrides()
+    moved = Path("/elsewhere/clone")
+    monkeypatch.setattr(sim, "ROOT", moved)
+    monkeypatch.setattr(sim, "OBJCACHE", moved / "tb" / "common" / "objcache.py")
+    assert f"OBJCACHE={moved}/tb/common/objcache.py" in sim.make_overrides()
+    assert sim.build_key_overrides() == here, "the build key changed with the clone's path"
+    assert "OBJCACHE=tb/common/objcache.py" in here.split()
