@@ -38,7 +38,7 @@ from scripts.verilog import ROOT, generate, locked, param_suffix, verilog_body
 from .toolchain import gtkwave_safe_vcd, setup_verilator, wave_format
 from .visibility import VISIBILITY_FLAGS, expose_state
 
-__all__ = ["run", "params", "make_overrides", "build_key_overrides", "regression_sbox",
+__all__ = ["run", "params", "make_overrides", "toolchain_key", "regression_sbox",
            "regression_verilog", "CIRCUIT_DESIGNS", "CaseResult", "RESULTS", "SIM_BUILD",
            "CLOCK_PERIOD_NS", "CASES_DIR", "COVERAGE_DIR", "coverage_enabled"]
 
@@ -72,11 +72,19 @@ def make_overrides():
     return [f"OPT_FAST={CXX_OPT}", f"OBJCACHE={OBJCACHE}"]
 
 
-def build_key_overrides():
-    """:func:`make_overrides` as a build's cache key sees them: the launcher's path relative
-    to the clone (where the clone lies does not change the model; with the absolute path a
-    ``sim_build`` copied to another clone rebuilt every model)."""
-    return " ".join(make_overrides()).replace(f"{ROOT}{os.sep}", "")
+def toolchain_key():
+    """What a model build depends on besides its Verilog and Verilator flags, as its cache
+    key sees it: the ``make`` variables (the object-cache launcher's path relative to the
+    clone: where the clone lies does not change the model), the Verilator and cocotb
+    releases, and the directory of cocotb's libraries, which the model links by its
+    RUNPATH (a build made against another virtual environment is not reused)."""
+    from importlib.metadata import version
+
+    import cocotb_tools.config
+
+    overrides = " ".join(make_overrides()).replace(f"{ROOT}{os.sep}", "")
+    return (f"{overrides} verilator={version('verilator')} cocotb={version('cocotb')} "
+            f"libs={cocotb_tools.config.libs_dir}")
 
 
 # `SIM_COVERAGE=1` builds: line (statement and branch) and toggle coverage. Toggle coverage skips
@@ -161,7 +169,7 @@ def _build_locked(design, params, hdl_path, trace, build_dir, coverage=False):
     body = verilog_body(hdl_path)
     if not coverage:
         body = expose_state(body.decode())[0].encode()
-    key = hashlib.sha256(body + " ".join(flags + [build_key_overrides()]).encode()).hexdigest()
+    key = hashlib.sha256(body + " ".join(flags + [toolchain_key()]).encode()).hexdigest()
     stamp = build_dir / "build.stamp"
     exe = build_dir / design
     if stamp.exists() and exe.exists() and stamp.read_text() == key:

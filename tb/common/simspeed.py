@@ -34,9 +34,9 @@ from .sim import (
     VERILATOR_FLAGS,
     CaseResult,
     _parse_results,
-    build_key_overrides,
     make_overrides,
     regression_verilog,
+    toolchain_key,
 )
 from .toolchain import setup_verilator
 from .visibility import expose_state
@@ -171,7 +171,7 @@ def _build_free_locked(design, hdl, build_dir, jobs, visibility):
     main = main_cpp(design, streams)
     make_opt = " ".join(make_overrides())
     flags = VERILATOR_FLAGS + (["--public-flat-rw"] if visibility == "all" else [])
-    key = hashlib.sha256(verilog_body(hdl) + " ".join(flags + [build_key_overrides(), visibility]).encode()
+    key = hashlib.sha256(verilog_body(hdl) + " ".join(flags + [toolchain_key(), visibility]).encode()
                          + main.encode()).hexdigest()
     stamp, exe = build_dir / "build.stamp", build_dir / f"V{design}"
     if stamp.exists() and exe.exists() and stamp.read_text() == key:

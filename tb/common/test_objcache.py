@@ -1,5 +1,6 @@
 """The run-time library cache (tb/common/objcache.py) with a stand-in compiler: what it caches,
-what it keys on, and that a failed compile stores nothing."""
+what it keys on, and that a failed compile stores nothing; and what a model build's own cache
+key (tb.common.sim.toolchain_key) follows."""
 import os
 import stat
 import subprocess
@@ -99,17 +100,33 @@ def test_runs_as_verilators_launcher(tree):
     assert len(list((tmp / "cache").glob("*.o"))) == 1
 
 
-def test_build_key_does_not_depend_on_where_the_clone_lies(monkeypatch):
-    """A model's cache key names the launcher relative to the clone, while ``make`` is
-    given its absolute path: the same clone moved (or its sim_build copied) keeps its builds."""
+
+def test_model_key_follows_the_toolchain_not_the_clones_place(monkeypatch):
+    """A model's cache key names the launcher relative to the clone (``make`` gets its
+    absolute path), so a moved clone keeps its builds; a model linked against another
+    environment's cocotb libraries, or built by another Verilator or cocotb release, is
+    built again."""
     from pathlib import Path
+
+    import cocotb_tools.config
 
     from tb.common import sim
 
-    here = sim.build_key_overrides()
+    here = sim.toolchain_key()
+    assert "OBJCACHE=tb/common/objcache.py" in here.split()
     moved = Path("/elsewhere/clone")
     monkeypatch.setattr(sim, "ROOT", moved)
     monkeypatch.setattr(sim, "OBJCACHE", moved / "tb" / "common" / "objcache.py")
     assert f"OBJCACHE={moved}/tb/common/objcache.py" in sim.make_overrides()
-    assert sim.build_key_overrides() == here, "the build key changed with the clone's path"
-    assert "OBJCACHE=tb/common/objcache.py" in here.split()
+    assert sim.toolchain_key() == here, "the build key changed with the clone's path"
+
+    monkeypatch.setattr(cocotb_tools.config, "libs_dir", Path("/other/venv/cocotb/libs"))
+    assert sim.toolchain_key() != here, "a model linked against another cocotb is reused"
+    monkeypatch.undo()
+
+    import importlib.metadata
+    real = importlib.metadata.version
+    for package in ("verilator", "cocotb"):
+        monkeypatch.setattr(importlib.metadata, "version",
+                            lambda name, p=package: "0.0" if name == p else real(name))
+        assert sim.toolchain_key() != here, f"a model built by another {package} release is reused"
