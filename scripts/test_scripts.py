@@ -224,3 +224,19 @@ def test_imported_modules_resolves_every_import_form(tmp_path):
     package = tmp_path / "__init__.py"          # in a package's __init__, "." is the package
     package.write_text("from .core import AES256\n")
     assert set(_imported_modules(package, "hw.aes")) == {"hw.aes.core", "hw.aes.core.AES256"}
+
+
+def test_conversion_stamp_follows_the_converter(monkeypatch):
+    # a pinned Amaranth (or its Yosys) upgraded in pyproject.toml converts every design again
+    import importlib.metadata
+
+    from scripts.verilog import CONVERTERS, _source_hash
+
+    here = _source_hash("aes256", {})
+    assert _source_hash("aes256", {}) == here
+    assert _source_hash("aes256", {"lanes": 4}) != here
+    real = importlib.metadata.version
+    for package in CONVERTERS:
+        monkeypatch.setattr(importlib.metadata, "version",
+                            lambda name, p=package: "0.0" if name == p else real(name))
+        assert _source_hash("aes256", {}) != here, f"a conversion by another {package} release is reused"

