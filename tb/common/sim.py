@@ -33,7 +33,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.verilog import ROOT, generate, locked, param_suffix, verilog_body
+from scripts.verilog import ROOT, generate, locked, param_suffix, releases, verilog_body
 
 from .toolchain import gtkwave_safe_vcd, setup_verilator, wave_format
 from .visibility import VISIBILITY_FLAGS, expose_state
@@ -78,13 +78,10 @@ def toolchain_key():
     clone: where the clone lies does not change the model), the Verilator and cocotb
     releases, and the directory of cocotb's libraries, which the model links by its
     RUNPATH (a build made against another virtual environment is not reused)."""
-    from importlib.metadata import version
-
     import cocotb_tools.config
 
     overrides = " ".join(make_overrides()).replace(f"{ROOT}{os.sep}", "")
-    return (f"{overrides} verilator={version('verilator')} cocotb={version('cocotb')} "
-            f"libs={cocotb_tools.config.libs_dir}")
+    return f"{overrides} {releases('verilator', 'cocotb')} libs={cocotb_tools.config.libs_dir}"
 
 
 # `SIM_COVERAGE=1` builds: line (statement and branch) and toggle coverage. Toggle coverage skips

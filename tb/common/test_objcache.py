@@ -100,12 +100,11 @@ def test_runs_as_verilators_launcher(tree):
     assert len(list((tmp / "cache").glob("*.o"))) == 1
 
 
-
 def test_model_key_follows_the_toolchain_not_the_clones_place(monkeypatch):
     """A model's cache key names the launcher relative to the clone (``make`` gets its
-    absolute path), so a moved clone keeps its builds; a model linked against another
-    environment's cocotb libraries, or built by another Verilator or cocotb release, is
-    built again."""
+    absolute path): the clone's place alone does not change it. A model linked against
+    another environment's cocotb libraries, or built by another Verilator or cocotb
+    release, is built again."""
     from pathlib import Path
 
     import cocotb_tools.config
