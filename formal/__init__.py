@@ -28,7 +28,7 @@ from amaranth.asserts import AnyConst, AnySeq, Initial
 from amaranth.hdl import Assert, Assume, ClockDomain, Elaboratable, Fragment, Module, Signal, Value
 from amaranth.lib import wiring
 
-__all__ = ["Property", "with_mutant", "Harness", "Frozen", "registers", "free_inputs", "Stub", "BLOCKS",
+__all__ = ["Property", "with_mutant", "with_mutants", "Harness", "Frozen", "registers", "free_inputs", "Stub", "BLOCKS",
            "all_properties"]
 
 BLOCKS = ("aes", "gcm", "sxp", "cc", "gpushield", "pcie")   # formal/<block>.py, in report order
@@ -43,7 +43,12 @@ class Property:
     ``window``: the checks only look at the last ``depth`` cycles after a reset that the
     harness forces in the first cycle from an arbitrary state, so a passing BMC of
     ``depth`` steps is already a proof (see docs/formal.md, "complete by window").
+    A property with ``induction`` or ``window`` is meant to be *proved*: an induction that
+    does not close is a failure, not a bounded result. One with neither is *bounded*, and
+    ``depth_reason`` must say why ``depth`` reaches the behaviour it checks.
     ``mutant``: a design with a seeded bug that the prover must reject.
+    ``fast``: part of the subset that ``make test`` runs (``scripts/formal.py --fast``).
+    ``block``: the formal/ module that defines it (set by :func:`all_properties`).
     """
     design: str
     name: str
@@ -54,10 +59,17 @@ class Property:
     mutant: bool = False
     params: dict = field(default_factory=dict)
     doc: str = ""
+    depth_reason: str = ""
+    fast: bool = True
+    block: str = ""
 
     @property
     def key(self):
         return f"{self.design}/{self.name}"
+
+    @property
+    def meant_proved(self):
+        return bool(self.induction) or self.window
 
 
 def with_mutant(prop, mutant, doc, hook="_formal_mutant"):
@@ -66,8 +78,20 @@ def with_mutant(prop, mutant, doc, hook="_formal_mutant"):
     ``prop.build(mutant)``; its parameters are *prop*'s plus ``hook: mutant``, where *hook*
     names the constructor that takes the ``_formal_mutant`` argument (``"TrustGate._formal_mutant"``
     for a submodule); *doc* says what the bug is."""
-    return [prop, replace(prop, name=f"{prop.name}.mutant_{mutant}", build=functools.partial(prop.build, mutant),
-                          mutant=True, params={**prop.params, hook: mutant}, doc=doc)]
+    return with_mutants(prop, (mutant, doc, hook))
+
+
+def with_mutants(prop, *mutants):
+    """``[prop, mutant, mutant, …]`` for several seeded bugs, each ``(name, doc)`` or
+    ``(name, doc, hook)`` as in :func:`with_mutant`."""
+    if not mutants:
+        raise ValueError(f"{prop.key}: a property needs at least one mutant")
+    out = [prop]
+    for mutant in mutants:
+        name, doc, hook = (*mutant, "_formal_mutant") if len(mutant) == 2 else mutant
+        out.append(replace(prop, name=f"{prop.name}.mutant_{name}", build=functools.partial(prop.build, name),
+                           mutant=True, params={**prop.params, hook: name}, doc=doc))
+    return out
 
 
 class Frozen(Elaboratable):
@@ -269,19 +293,18 @@ def all_properties():
     import importlib
     props = []
     for block in BLOCKS:
-        props += importlib.import_module(f"formal.{block}").PROPERTIES
+        props += [replace(p, block=block) for p in importlib.import_module(f"formal.{block}").PROPERTIES]
     return props
 
 
 def select(props, block=None, name=None):
     """Properties whose design or block module is *block* (None: all) and whose name
-    contains *name* (None: all)."""
+    contains *name* (None: all); a property selected by name keeps its mutants."""
     out = []
     for p in props:
-        module = p.build.__module__.rsplit(".", 1)[-1]
-        if block and block not in (p.design, module):
+        if block and block not in (p.design, p.block):
             continue
-        if name and name not in p.name:
+        if name and name not in p.name.split(".mutant_")[0]:
             continue
         out.append(p)
     return out
