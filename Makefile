@@ -1,7 +1,8 @@
 # The commands our users type. Every target creates/updates the project virtualenv
 # (.venv, from pyproject.toml) on first use; all output goes to sim_build/.
 #
-#   make sim   [BLOCK=<block>] [SEED=<n>] [JOBS=<n>] [SHARD=<i>/<N>]   cocotb regression on Verilator (the main job)
+#   make sim   [BLOCK=<block>] [SEED=<n>] [JOBS=<n>] [SHARD=<i>/<N>]   cocotb regression on Verilator (the main job;
+#                                           JOBS defaults to the machine's cores)
 #   make sim-merge [SHARDS=<N>]             merge the shards' JUnit files into sim_build/reports/sim.xml
 #   make test                               lint + golden-model/script unit tests + contracts + regression
 #   make lint                               ruff (configuration in pyproject.toml)
@@ -10,6 +11,9 @@
 #   make synth [BLOCK=<design or block>]    Yosys area report (GE, µm² at 45 nm, gate levels)
 #   make bench [BLOCK=<block>]              every benchmark, one table, sim_build/reports/bench.json
 #   make formal [BLOCK=<block>] [PROPERTY=<name>]   formal properties (BMC / k-induction), sim_build/reports/formal.json
+#   make formal-fast                        the formal subset make test runs (properties marked fast, their mutants)
+#   make mutate [BLOCK=<block>]             Yosys mutate-pass mutants of the security-relevant modules against the
+#                                           formal properties and targeted simulations, sim_build/reports/mutate.json
 #   make coverage [BLOCK=<block>] [JOBS=<n>]   regression with Verilator line/toggle and functional coverage,
 #                                           sim_build/reports/{coverage,functional}.{json,md}, coverage-html/
 #   make soak [CAMPAIGN=<name>] [COUNT=<n>|HOURS=<h>] [SHARD=<i>/<N>] [SEED=<base>]   soak campaigns
@@ -23,8 +27,9 @@ REPORTS := sim_build/reports
 CONTRACTS := ../shared/tools/check_contracts.py
 
 # JOBS=n runs the regression in n pytest-xdist workers (a test file per worker at a time, so
-# one file's Verilator builds are never raced; builds and conversions are locked anyway)
-JOBS ?= 1
+# one file's Verilator builds are never raced; builds and conversions are locked anyway); the
+# default is every core of the machine, JOBS=1 a serial run
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 comma := ,
 XDIST = $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile)
 
@@ -43,7 +48,8 @@ export PYTHONPATH := $(CURDIR)
 # that is software only (ccu) runs its tests in sw/<block>; a name with no tests fails
 # (scripts/blocks.py)
 
-.PHONY: all sim sim-merge test lint unit verilog contracts waves synth bench formal coverage soak clean distclean venv
+.PHONY: all sim sim-merge test lint unit verilog contracts waves synth bench formal formal-fast mutate coverage soak \
+	clean distclean venv
 all: test
 
 venv: $(READY)
@@ -91,6 +97,12 @@ bench: $(READY)
 
 formal: $(READY)
 	$(PY) scripts/formal.py $(BLOCK) $(if $(PROPERTY),--property $(PROPERTY))
+
+formal-fast: $(READY)
+	$(PY) scripts/formal.py --fast
+
+mutate: $(READY)
+	$(PY) scripts/mutate.py $(BLOCK)
 
 # coverage builds are Verilator builds of their own (sim_build/verilator/<design>-cov/), so
 # `make sim` never pays for coverage; fails on a failed test or a functional bin never hit

@@ -497,22 +497,11 @@ def report(coverage_dir=COVERAGE_DIR, reports=REPORTS, html=True):
 
 def genhtml():
     """lcov's ``genhtml``, installing Debian's ``lcov`` when missing and running as root with
-    apt-get (as ``make synth`` installs yosys); None with a notice otherwise."""
-    found = shutil.which("genhtml")
-    if found:
-        return found
-    if os.geteuid() == 0 and shutil.which("apt-get"):
-        sys.path.insert(0, str(ROOT))
-        from scripts.verilog import locked
+    apt-get (tb.common.toolchain.system_tool, as ``make synth`` installs yosys); None with a
+    notice otherwise."""
+    from tb.common.toolchain import system_tool
 
-        print("the HTML view needs lcov's genhtml: installing the Debian package lcov …", file=sys.stderr)
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        with locked(ROOT / "sim_build" / "apt"):
-            install = ["apt-get", "install", "-y", "-qq", "lcov"]
-            for step in ([install], [["apt-get", "update", "-qq"], install]):    # fresh lists first
-                if all(subprocess.run(c, env=env, stdout=subprocess.DEVNULL).returncode == 0 for c in step):
-                    break
-        found = shutil.which("genhtml")
+    found = system_tool("genhtml", "the coverage report's HTML view")
     if not found:
         print("notice: no genhtml (Debian package lcov): no HTML view; sudo apt-get install lcov", file=sys.stderr)
     return found

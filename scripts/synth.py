@@ -20,9 +20,7 @@ Two figures per design, from two mappings of the same generic netlist:
 import argparse
 import hashlib
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -45,16 +43,13 @@ ICG_MIN_BITS = 8        # break-even is 3 bits (ICG 5.0 GE vs MUX2 2.33 GE per b
 
 
 def find_yosys():
-    """Debian's yosys (0.23 runs synth/abc/stat reliably; the PyPI build stalled in abc)."""
-    yosys = shutil.which("yosys")
+    """Debian's yosys (0.23 runs synth/abc/stat reliably; the PyPI build stalled in abc), installed
+    when missing and running as root (tb.common.toolchain.system_tool)."""
+    from tb.common.toolchain import system_tool
+
+    yosys = system_tool("yosys", "make synth")
     if yosys:
         return yosys
-    if os.geteuid() == 0 and shutil.which("apt-get"):
-        print("yosys not found: installing the Debian package `yosys` …", file=sys.stderr)
-        subprocess.run(["apt-get", "update", "-qq"], check=True)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "yosys"], check=True,
-                       stdout=subprocess.DEVNULL)
-        return shutil.which("yosys")
     sys.exit("yosys not found: install it with `sudo apt-get install yosys` (Debian/Ubuntu)")
 
 

@@ -3,7 +3,6 @@ groups (tb/common/cover.py), on small hand-written Verilator coverage files whos
 worked out by hand below. No simulator runs."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,6 +12,7 @@ import pytest
 from scripts import coverage as cov
 from scripts.verilog import ROOT
 from tb.common import cover
+from tb.common.toolchain import system_tool
 
 # a 7-line "generated Verilog" file: line 2 is Yosys's dump_module artifact
 VERILOG = textwrap.dedent("""\
@@ -204,7 +204,8 @@ def test_report_from_a_coverage_folder(source, tmp_path):
         (data / block / test / "coverage.dat").write_text(_dat(points))
     (data / "blk" / "test_a" / "functional.json").write_text(json.dumps(
         {"g.p": {"kind": "point", "items": ["p"], "bins": {"x": 1, "y": 0}}}))
-    designs, fsum = cov.report(data, reports, html=bool(shutil.which("genhtml")))
+    html = system_tool("genhtml", "the coverage report's HTML view") is not None
+    designs, fsum = cov.report(data, reports, html=html)
     assert designs["top"].blocks == ["blk"] and designs["top"].line_pct == pytest.approx(75.0)
     saved = json.loads((reports / "coverage.json").read_text())
     assert saved["tests"] == {"blk": ["test_a", "test_b"]}
@@ -212,7 +213,7 @@ def test_report_from_a_coverage_folder(source, tmp_path):
     assert "| `top` | blk | 2 | 75.00 | 3 / 4 | 1 | 100.00 | 4 / 4 | 3 |" in (reports / "coverage.md").read_text()
     assert (fsum["bins"], fsum["hit"]) == (2, 1)
     assert "`y`" in (reports / "functional.md").read_text()
-    if shutil.which("genhtml"):
+    if html:
         assert (reports / "coverage-html" / "index.html").exists(), "genhtml wrote no HTML view"
 
 

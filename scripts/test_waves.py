@@ -6,7 +6,6 @@ format the project writes, each trace loaded by GTKWave's own tools (Debian ``gt
 and, where there is ``xvfb-run``, by GTKWave itself with the generated view."""
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -14,7 +13,7 @@ import pytest
 
 from scripts.verilog import ROOT
 from scripts.waves import Activity, first_transfer, handshakes, view_window, write_view
-from tb.common.toolchain import gtkwave_safe_vcd
+from tb.common.toolchain import gtkwave_safe_vcd, require_tool, system_tool
 
 # ---- VCD names ---------------------------------------------------------------------------
 
@@ -71,17 +70,13 @@ def test_safe_vcd_refuses_a_file_without_header_end(tmp_path):
         gtkwave_safe_vcd(vcd)
 
 
-def _tool(name):
-    path = shutil.which(name)
-    if path is None:
-        pytest.skip(f"{name} not found (Debian package gtkwave): the trace is not loaded by GTKWave's tools")
-    return path
+GTK_TOOLS = "loading the trace with GTKWave's tools"
 
 
 def _gtkwave_vcd_problems(vcd, tmp_path):
     """What GTKWave's VCD parser (vcd2lxt2 shares gtkwave's loader: a $var it cannot parse is
     dropped, and each later change of it is an "Unknown identifier") says of *vcd*."""
-    run = subprocess.run([_tool("vcd2lxt2"), str(vcd), str(tmp_path / "out.lxt2")],
+    run = subprocess.run([require_tool("vcd2lxt2", GTK_TOOLS), str(vcd), str(tmp_path / "out.lxt2")],
                          capture_output=True, text=True, timeout=300)
     out = run.stdout + run.stderr
     return [line for line in out.splitlines() if re.search(r"unknown|error", line, re.I)] + \
@@ -95,8 +90,8 @@ def test_gtkwave_parser_rejects_raw_and_takes_safe_vcd(tmp_path):
         "control: GTKWave's parser took the raw names, so this test proves nothing"
     gtkwave_safe_vcd(vcd)
     assert not _gtkwave_vcd_problems(vcd, tmp_path)
-    back = subprocess.run([_tool("lxt2vcd"), str(tmp_path / "out.lxt2")], capture_output=True, text=True,
-                          timeout=300).stdout
+    back = subprocess.run([require_tool("lxt2vcd", GTK_TOOLS), str(tmp_path / "out.lxt2")], capture_output=True,
+                          text=True, timeout=300).stdout
     assert len(_vars(back)) == 4, f"GTKWave's conversion kept {len(_vars(back))} of 4 signals:\n{back[:1500]}"
 
 
@@ -233,6 +228,8 @@ def traced(request):
         os.environ.pop("WAVE_FORMAT", None)
         if wave_format() != "fst":
             pytest.skip("FST cannot be written here (no lz4/zlib headers and no way to install them)")
+        # make waves reads an FST with fst2vcd: have it (when it can be had) before the run
+        system_tool("fst2vcd", "finding the first transfer in an FST trace")
     env = {**os.environ, "WAVE_FORMAT": fmt, "CI": "1", "PYTHONPATH": str(ROOT)}
     env.pop("DISPLAY", None)
     run = subprocess.run([sys.executable, "scripts/waves.py", TEST], cwd=ROOT, env=env, capture_output=True,
@@ -250,10 +247,11 @@ def test_trace_loads_with_gtkwave_tools(traced, tmp_path):
         problems = _gtkwave_vcd_problems(trace, tmp_path)
         assert not problems, f"GTKWave's VCD parser: {problems[:10]}"
         fst = tmp_path / "from_vcd.fst"
-        run = subprocess.run([_tool("vcd2fst"), str(trace), str(fst)], capture_output=True, text=True, timeout=300)
+        run = subprocess.run([require_tool("vcd2fst", GTK_TOOLS), str(trace), str(fst)], capture_output=True,
+                             text=True, timeout=300)
         assert run.returncode == 0 and fst.exists(), run.stdout + run.stderr
         trace = fst
-    dump = subprocess.run([_tool("fst2vcd"), str(trace)], capture_output=True, text=True, timeout=300)
+    dump = subprocess.run([require_tool("fst2vcd", GTK_TOOLS), str(trace)], capture_output=True, text=True, timeout=300)
     assert dump.returncode == 0, f"fst2vcd could not read {trace}: {dump.stderr[-2000:]}"
     facilities = _facilities(dump.stdout.splitlines())
     assert "pcie_rdtable.req_i__valid" in facilities, sorted(facilities)[:40]
@@ -265,6 +263,8 @@ def test_trace_loads_with_gtkwave_tools(traced, tmp_path):
 
 def test_view_opens_after_reset(traced):
     fmt, trace, view, out = traced
+    if fmt == "fst":
+        require_tool("fst2vcd", "the FST view's start on the first transfer")
     text = view.read_text()
     start = int(re.search(r"^\[timestart\] (\d+)$", text, re.M).group(1))
     marker = int(re.search(r"^\*-?[\d.]+ (-?\d+)", text, re.M).group(1))
@@ -276,12 +276,12 @@ def test_view_opens_after_reset(traced):
 
 def test_gtkwave_opens_the_view(traced, tmp_path):
     fmt, trace, view, _ = traced
-    if not (shutil.which("gtkwave") and shutil.which("xvfb-run")):
-        pytest.skip("gtkwave or xvfb-run (Debian xvfb) not found: the view is not opened in GTKWave")
+    purpose = "opening the view in GTKWave"
+    gtkwave, xvfb_run = require_tool("gtkwave", purpose), require_tool("xvfb-run", purpose)
     script = tmp_path / "probe.tcl"
     script.write_text('puts "START [gtkwave::getWindowStartTime]"\nputs "MARKER [gtkwave::getMarker]"\n'
                       'puts "SIGNALS [llength [gtkwave::getDisplayedSignals]]"\ngtkwave::/File/Quit\n')
-    run = subprocess.run(["xvfb-run", "-a", "gtkwave", "-S", str(script), str(view)], capture_output=True,
+    run = subprocess.run([xvfb_run, "-a", gtkwave, "-S", str(script), str(view)], capture_output=True,
                          text=True, timeout=300)
     out = run.stdout + run.stderr
     assert "parse error" not in out and run.returncode == 0, out[-3000:]

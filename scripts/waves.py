@@ -15,7 +15,6 @@ import argparse
 import enum
 import os
 import re
-import shutil
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -29,7 +28,7 @@ from amaranth.hdl import Shape  # noqa: E402
 from amaranth.lib import data, wiring  # noqa: E402
 
 from hw.designs import DESIGNS, elaborate  # noqa: E402
-from tb.common.toolchain import gtkwave_safe_vcd, have_display, wave_format  # noqa: E402
+from tb.common.toolchain import gtkwave_safe_vcd, have_display, system_tool, wave_format  # noqa: E402
 
 __all__ = ["find_test", "write_view", "handshakes", "vcd_lines", "first_transfer", "Activity", "view_window"]
 
@@ -103,7 +102,7 @@ def vcd_lines(trace):
         with open(trace, errors="replace") as f:
             yield f
         return
-    tool = shutil.which("fst2vcd")
+    tool = system_tool("fst2vcd", "finding the first transfer in an FST trace")
     if tool is None:
         yield None
         return
@@ -314,7 +313,7 @@ def main():
               f"time units (the marker)")
     elif marker >= 0:
         print(f"[waves] no transfer in the trace: the view opens at the end of the reset, t = {marker}")
-    if have_display() and not os.environ.get("CI"):
+    if not os.environ.get("CI") and have_display():
         subprocess.Popen(["gtkwave", str(view)])
         print(f"[waves] GTKWave opened {view}")
     else:

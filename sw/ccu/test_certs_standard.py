@@ -6,7 +6,6 @@ foreign issuer or a tampered signature. The RFC 5280 fields the validators need 
 checked against values computed here (key identifiers with hashlib)."""
 import datetime
 import hashlib
-import shutil
 import subprocess
 
 import pytest
@@ -17,9 +16,9 @@ from cryptography.x509.verification import PolicyBuilder, Store, VerificationErr
 from sw.ccu import ManufacturerCA
 from sw.ccu.certs import issue_certificate, subject_name
 from sw.ccu.testing import certificates, firmware, make_device, make_identities, make_manifest
+from tb.common.toolchain import require_tool
 
 PEM, DER = serialization.Encoding.PEM, serialization.Encoding.DER
-OPENSSL = shutil.which("openssl")
 # any instant inside the certificates' validity (2024-01-01 .. 9999-12-31)
 WHEN = datetime.datetime(2026, 6, 1, tzinfo=datetime.timezone.utc)
 
@@ -33,13 +32,12 @@ def chain_of(device):
 
 def openssl_verify(tmp_path, root, intermediates, leaf):
     """(accepted, output) of ``openssl verify -x509_strict``."""
-    if OPENSSL is None:
-        pytest.skip("the openssl binary is not installed: cannot run openssl verify")
+    openssl = require_tool("openssl", "openssl verify of the chain")
     files = {}
     for name, certs in (("root", [root]), ("intermediates", intermediates), ("leaf", [leaf])):
         files[name] = tmp_path / f"{name}.pem"
         files[name].write_bytes(b"".join(c.public_bytes(PEM) for c in certs))
-    cmd = [OPENSSL, "verify", "-x509_strict", "-CAfile", str(files["root"])]
+    cmd = [openssl, "verify", "-x509_strict", "-CAfile", str(files["root"])]
     if intermediates:
         cmd += ["-untrusted", str(files["intermediates"])]
     r = subprocess.run(cmd + [str(files["leaf"])], capture_output=True, text=True,

