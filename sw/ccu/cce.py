@@ -19,8 +19,10 @@ final: like the IPU's trusted mode, only a device reset leads out.
 
 Every call validates all of its input before its first side effect, except
 ``start_main``'s refusal (a security event: it stops the TEE, then raises
-:class:`BinaryMeasurementError`). ``on_exception`` is accepted in every state: it logs the
-event and stops a TEE that is CREATED, BOOTING or RUNNING.
+:class:`BinaryMeasurementError`) and ``create_tee``'s when the SXP refuses trusted mode
+(the configuration is written by then: :class:`TrustedModeError`, the state stays READY).
+``on_exception`` is accepted in every state: it logs the event and stops a TEE that is
+CREATED, BOOTING or RUNNING.
 """
 import enum
 import hmac
@@ -52,7 +54,7 @@ from .keypkg import checkpoint_key, final_model_key, open_package, parse_header
 from .manifest import KEY_CHECKPOINT, KEY_FINAL_MODEL, KEY_RESUME_CHECKPOINT, JobManifest
 from .measure import SLOT_CC_MODE, SLOT_CONFIG, SLOT_TILE_BOOTLOADER, cc_mode_measurement, config_measurement, measure
 from .report import AttestationReport, report_hash, sign_report
-from .sxp_port import KEY_SIZE, ExceptionCause, ExceptionSource
+from .sxp_port import KEY_SIZE, ExceptionCause, ExceptionSource, config_entries
 
 __all__ = ["TeeState", "ResumePoint", "AttestationEvidence", "LaunchInfo", "ExceptionEvent",
            "Cce"]
@@ -136,8 +138,12 @@ class Cce:
 
     def create_tee(self, manifest: JobManifest, party_certificates,
                    resume: ResumePoint | None = None) -> None:
-        """Check the manifest and the parties' certificates, enter trusted mode, measure
-        the configuration and the tile bootloader, and sign the attestation report."""
+        """Check the manifest (its SXP configuration included) and the parties'
+        certificates, write the manifest's whole SXP configuration, enter trusted mode (the
+        SXP checks the configuration; :class:`TrustedModeError` if it refuses, or if it
+        was trusted already), read the configuration back, measure the trusted-mode bit
+        and the tile bootloader, and sign the attestation report, whose manifest hash
+        covers the configuration as read back."""
         self._require("create_tee", TeeState.READY)
         manifest.validate()
         if resume is not None and not (0 <= resume.epoch < 0xFFFFFFFF
@@ -147,12 +153,25 @@ class Cce:
             raise ApiOrderError("create_tee() before the device was provisioned "
                                 "(no CIK certificate)")
         party_keys = self._party_public_keys(manifest, party_certificates)
-        # All checks passed: from here on nothing can fail on the host's input.
+        if self._port.trusted_mode():
+            raise TrustedModeError("the SXP is already in trusted mode: its configuration "
+                                   "is locked and was not written by this CCU (reset the "
+                                   "device)")
+        # All checks passed: from here on nothing can fail on the host's input. The whole
+        # configuration goes in BEFORE trusted mode, so the SXP's consistency check sees
+        # what it will run (and a trusted SXP refuses configuration writes).
+        for c in manifest.config_writes():
+            self._port.write_config(c.register, c.index, c.value)
         self._port.set_trusted_mode()
-        # The report carries the bit as the hardware reports it, not as requested: an SXP
-        # that refused trusted mode is attested as such (and launch() will refuse).
-        trusted = bool(self._port.trusted_mode())
-        self._store.extend("cce", SLOT_CONFIG, config_measurement(trusted))
+        # The bit as the hardware reports it, not as requested.
+        if not self._port.trusted_mode():
+            raise TrustedModeError("the SXP refused trusted mode (exception CONFIG): its "
+                                   "configuration is not the manifest's consistent one; "
+                                   "nothing is attested or launched")
+        # The configuration as the SXP holds it now (locked): the report binds this copy,
+        # not the manifest's, through the manifest hash (sw.ccu.manifest).
+        live = {(r, i): self._port.read_config(r, i) for r, i in config_entries()}
+        self._store.extend("cce", SLOT_CONFIG, config_measurement(True))
         self._store.extend("cce", SLOT_TILE_BOOTLOADER, measure(self._tile_bootloader))
         if self._cc_mode is not None:
             self._store.extend("cce", SLOT_CC_MODE, cc_mode_measurement(self._cc_mode()))
@@ -161,7 +180,7 @@ class Cce:
         self._checkpoint_id = 0 if resume is None else resume.checkpoint_id
         self._ecdh = ec.generate_private_key(ec.SECP384R1())
         report = AttestationReport(
-            manifest.job_id, manifest.hash(), self._epoch, self._checkpoint_id,
+            manifest.job_id, manifest.hash(live), self._epoch, self._checkpoint_id,
             self._store.values(),
             tuple((p.party_id, p.fingerprint) for p in manifest.parties),
             self._ecdh.public_key().public_bytes(serialization.Encoding.X962,
@@ -260,9 +279,10 @@ class Cce:
     # --- launch and run ------------------------------------------------------------------
 
     def launch(self) -> LaunchInfo:
-        """Derive the run keys, configure the SXP, install key set 0; the ECDH key and the
-        nonces are scrubbed (nothing needs them any more). The tiles then run the tile
-        bootloader (state BOOTING) until :meth:`start_main`."""
+        """Derive the run keys and install key set 0 (the SXP was configured and locked by
+        :meth:`create_tee`); the ECDH key and the nonces are scrubbed (nothing needs them
+        any more). The tiles then run the tile bootloader (state BOOTING) until
+        :meth:`start_main`."""
         self._require("launch", TeeState.CREATED)
         m = self._manifest
         missing = [p.party_id for p in m.parties if p.party_id not in self._packages]
@@ -290,8 +310,6 @@ class Cce:
         self._packages = {pid: (pkg[0], None, None, {}) for pid, pkg in self._packages.items()}
         self._ecdh = self._party_keys = None
         self._keys = keys
-        for c in m.sxp_config:
-            self._port.write_config(c.register, c.index, c.value)
         self._install(0)
         self.state = TeeState.BOOTING
         return LaunchInfo(self._tile_bootloader, self._epoch, self._checkpoint_id)

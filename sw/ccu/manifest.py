@@ -11,13 +11,39 @@ integers big-endian, ``uN`` = N-bit unsigned)::
 
 Key set 0 is installed by ``launch()``, set *i* at the *i*-th synchronisation point.
 Key ids 0xFFF0-0xFFF2 name the keys the CCU derives itself (:data:`DERIVED_KEYS`).
+
+SXP configuration: ``sxp_config`` names entries; every entry it does not name keeps its
+reset value (:func:`~sw.ccu.sxp_port.reset_value`), so the manifest fixes the whole
+configuration (:meth:`JobManifest.configuration`), and ``create_tee`` writes all of it
+(:meth:`JobManifest.config_writes`) before it requests trusted mode: nothing the host
+programmed earlier survives. :meth:`JobManifest.validate` refuses, before anything is
+written, a value wider than its register and a configuration the SXP's consistency check
+would refuse (two contexts on one region, overlapping regions, a KPHYSMAP entry that is no
+key region).
+
+The report's manifest hash is :meth:`JobManifest.hash` with ``live_config``, the
+configuration the CCU read back from the SXP after entering trusted mode: the ``n_config``
+entries are the manifest's own with the values read back, followed by every entry the
+manifest does not name that reads back other than its reset value (register and index
+ascending); an entry the SXP does not have reads back None and is encoded with bit 7 of
+its register byte set and value 0. So it equals the plain manifest hash exactly when the
+live configuration is the manifest's, and a relying party checking the manifest hash
+checks the live configuration too.
 """
 import hashlib
 import struct
 from dataclasses import dataclass
 
 from .errors import ManifestError
-from .sxp_port import PHYS_CONTEXTS, REGISTER_ENTRIES, SxpRegister
+from .sxp_port import (
+    PHYS_CONTEXTS,
+    REGISTER_ENTRIES,
+    REGISTER_WIDTHS,
+    SxpRegister,
+    config_entries,
+    config_problem,
+    reset_value,
+)
 
 __all__ = ["KEY_CHECKPOINT", "KEY_RESUME_CHECKPOINT", "KEY_FINAL_MODEL", "DERIVED_KEYS",
            "PartyEntry", "KeyInstall", "ConfigWrite", "JobManifest", "JOB_ID_SIZE"]
@@ -58,7 +84,10 @@ class JobManifest:
     key_sets: tuple[tuple[KeyInstall, ...], ...]
     sxp_config: tuple[ConfigWrite, ...] = ()
 
-    def encode(self) -> bytes:
+    def encode(self, live_config: dict | None = None) -> bytes:
+        """The manifest encoding; with *live_config* ({(register, index): value or None}
+        as read back from the SXP) the configuration section describes that configuration
+        instead (module docstring)."""
         self.validate()
         out = [b"ITXM\x01", self.job_id, self.binary_measurement,
                struct.pack(">H", len(self.parties))]
@@ -69,12 +98,37 @@ class JobManifest:
         for ks in self.key_sets:
             out.append(struct.pack(">H", len(ks)))
             out += [struct.pack(">BH", k.phys_ctx, k.key_id) for k in ks]
-        out.append(struct.pack(">H", len(self.sxp_config)))
-        out += [struct.pack(">BBQ", c.register, c.index, c.value) for c in self.sxp_config]
+        entries = [(c.register, c.index, c.value) for c in self.sxp_config]
+        if live_config is not None:
+            named = {(SxpRegister(r), i) for r, i, _ in entries}
+            entries = [(r, i, live_config.get((SxpRegister(r), i))) for r, i, _ in entries]
+            entries += [(r, i, live_config[r, i]) for r, i in config_entries()
+                        if (r, i) not in named and live_config.get((r, i)) is not None
+                        and live_config[r, i] != reset_value(r, i)]
+        out.append(struct.pack(">H", len(entries)))
+        out += [struct.pack(">BBQ", r, i, v) if v is not None else struct.pack(">BBQ", r | 0x80, i, 0)
+                for r, i, v in entries]
         return b"".join(out)
 
-    def hash(self) -> bytes:
-        return hashlib.sha384(self.encode()).digest()
+    def hash(self, live_config: dict | None = None) -> bytes:
+        """SHA-384 of :meth:`encode` (of the configuration *live_config* if given)."""
+        return hashlib.sha384(self.encode(live_config)).digest()
+
+    def configuration(self) -> dict:
+        """The whole SXP configuration this manifest fixes: {(register, index): value} over
+        every entry, the manifest's value or the reset value."""
+        self.validate()
+        return self._configuration()
+
+    def _configuration(self):
+        config = {e: reset_value(*e) for e in config_entries()}
+        config.update({(SxpRegister(c.register), c.index): c.value for c in self.sxp_config})
+        return config
+
+    def config_writes(self) -> tuple[ConfigWrite, ...]:
+        """What the CCU writes before trusted mode: every entry of :meth:`configuration`,
+        register then index order."""
+        return tuple(ConfigWrite(r, i, v) for (r, i), v in self.configuration().items())
 
     def party(self, party_id: int) -> PartyEntry | None:
         return next((p for p in self.parties if p.party_id == party_id), None)
@@ -114,8 +168,26 @@ class JobManifest:
             for k in ks:
                 if k.key_id not in owned and k.key_id not in DERIVED_KEYS:
                     bad(f"key set {i}: key id {k.key_id} is supplied by no party")
+        named = set()
         for c in self.sxp_config:
-            if c.register not in REGISTER_ENTRIES or \
-                    not 0 <= c.index < REGISTER_ENTRIES[SxpRegister(c.register)] or \
-                    not 0 <= c.value < 1 << 64:
-                bad(f"config write {c} is out of range")
+            if not isinstance(c, ConfigWrite):
+                bad(f"config entry {c!r} is not a ConfigWrite")
+            if not _is_int(c.register) or c.register not in REGISTER_ENTRIES:
+                bad(f"config write {c}: no SXP register {c.register!r}")
+            reg = SxpRegister(c.register)
+            if not _is_int(c.index) or not 0 <= c.index < REGISTER_ENTRIES[reg]:
+                bad(f"config write {c}: {reg.name} has no entry {c.index!r}")
+            width = REGISTER_WIDTHS[reg]
+            if not _is_int(c.value) or not 0 <= c.value < 1 << width:
+                bad(f"config write {reg.name}[{c.index}] = {c.value!r} does not fit the "
+                    f"register's {width} bits")
+            if (reg, c.index) in named:
+                bad(f"config entry {reg.name}[{c.index}] is written twice")
+            named.add((reg, c.index))
+        problem = config_problem(self._configuration())
+        if problem is not None:
+            bad(f"SXP configuration: {problem} (the SXP refuses trusted mode on it)")
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)

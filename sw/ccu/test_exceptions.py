@@ -6,19 +6,15 @@ import hashlib
 import os
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from sw.ccu import (
     ApiOrderError,
     BinaryMeasurementError,
     ExceptionCause,
     ExceptionSource,
-    MeasurementMismatchError,
     TeeState,
     TrustedModeError,
 )
-from sw.ccu.party import VerifiedReport
-from sw.ccu.report import AttestationReport
 from sw.ccu.testing import DATA, MODEL, UDS, certificates, leftover_secrets, reference_identity
 
 # What the tile bootloader measures of the binary make_manifest's job loads (the manifest
@@ -200,29 +196,47 @@ def test_spurious_pin_and_bad_cause(created):
 # --- the trusted-mode bit, as read ---------------------------------------------------------
 
 
-def test_report_carries_the_trusted_bit_as_read(device, parties, party_keys, manifest,
-                                                identities):
+def test_refused_trusted_mode_creates_nothing(device, manifest, identities):
+    """The SXP refuses trusted mode (CONFIG): create_tee raises TrustedModeError after the
+    request, nothing is measured, signed or attested, and the TEE stays READY (no report,
+    no key package, no launch); the CONFIG exception the SXP latched is only logged."""
     port = device.port
-    port.refuse_trusted = True          # the SXP refuses trusted mode (e.g. CONFIG exception)
+    port.refuse_trusted = True          # the SXP refuses trusted mode (CONFIG exception)
+    cce = device.cce
+    slots = device.measurements.values()
+    with pytest.raises(TrustedModeError, match="refused trusted mode"):
+        cce.create_tee(manifest, certificates(identities))
+    assert port.log[-1] == ("trusted",) and not port.trusted   # requested, the bit is clear
+    assert cce.state is TeeState.READY and device.measurements.values() == slots
+    for call in (cce.get_attestation_report, cce.launch):
+        with pytest.raises(ApiOrderError):
+            call()
+    event = cce.on_exception()
+    assert event.cause == ExceptionCause(ExceptionSource.SXP, code=7) and not event.stopped
+    assert port.keys == {}
+
+
+def test_create_tee_refuses_an_sxp_already_trusted(device, manifest, identities):
+    """The host put the SXP in trusted mode on its own configuration: the CCU cannot write
+    the manifest's (a trusted SXP refuses configuration writes) and creates nothing."""
+    port = device.port
+    port.set_trusted_mode()
+    mark = len(port.log)
+    with pytest.raises(TrustedModeError, match="already in trusted mode"):
+        device.cce.create_tee(manifest, certificates(identities))
+    assert port.log[mark:] == [] and device.cce.state is TeeState.READY
+
+
+def test_launch_rechecks_the_trusted_bit(device, parties, party_keys, manifest, identities):
+    """launch() installs no key while the port reads the trusted-mode bit clear (a bit
+    that fell after create_tee: only a fault does that; the check stays)."""
+    port = device.port
     cce = device.cce
     cce.create_tee(manifest, certificates(identities))
-    assert ("trusted",) in port.log and not port.trusted   # requested, but the bit is clear
     ev = cce.get_attestation_report()
-    body = ev.report[:-96]
-    slot3 = body[82 + 48 * 3:82 + 48 * 4]
-    untrusted = hashlib.sha384(Z + hashlib.sha384(b"ITX-IPU-CONFIG\x00\x00").digest()).digest()
-    assert slot3 == untrusted
-    for p in parties.values():
-        with pytest.raises(MeasurementMismatchError,
-                           match=r"slot 3 \(ipu-config\) reports the SXP NOT in trusted mode"):
-            p.verify(ev)
-    # a host that wraps keys anyway (or replays them) still gets no key installed
-    report = AttestationReport.decode(body)
-    verified = VerifiedReport(report, hashlib.sha384(body).digest(),
-                              ec.EllipticCurvePublicKey.from_encoded_point(
-                                  ec.SECP384R1(), report.ecdh_public))
     for pid, p in parties.items():
-        cce.submit_key_package(p.wrap_keys(verified, party_keys[pid]))
+        cce.submit_key_package(p.wrap_keys(p.verify(ev), party_keys[pid]))
+    port.trusted = False
     mark = len(port.log)
     with pytest.raises(TrustedModeError, match="trusted-mode bit reads clear"):
         cce.launch()

@@ -1,38 +1,60 @@
 """The shim with the real CCU model (sw/ccu) on the SXP golden model: the runtime's
-measurement, key schedule and SXP configuration go into the job manifest; the CCU enters
-trusted mode (and reads the bit back for its report), unwraps both parties' key packages,
-configures the SXP and installs key sets through :class:`sw.itx.csr.CsrKeyPort` on the
-SXP's ``ccu`` CSR port; the tiles boot, the CCU lets main execution start only once the
-bootloader's measurement equals the manifest's, and the next key set at the
+measurement, key schedule and SXP configuration go into the job manifest; the CCU writes
+the configuration, enters trusted mode (and reads the bit and the configuration back for
+its report), unwraps both parties' key packages and installs key sets through
+:class:`sw.itx.testing.CcuCsrPort` on the SXP's ``ccu`` CSR port; the tiles boot, the CCU
+lets main execution start only once the bootloader's measurement equals the manifest's,
+and the next key set at the
 synchronisation point lets them read the data provider's stream. An SXP exception reaches
 the CCU's handler, which reads the cause over the port, holds the tiles and zeroes the
 keys."""
+import dataclasses
+
 import pytest
 
 from hw.sxp.regs import Cause as SxpCause
 from sw.ccu.cce import TeeState
-from sw.ccu.errors import ApiOrderError
-from sw.ccu.sxp_port import ExceptionSource
-from sw.itx.csr import CsrConfigWriter, CsrKeyPort
+from sw.ccu.errors import ApiOrderError, ManifestError, ManifestMismatchError
+from sw.ccu.manifest import ConfigWrite
+from sw.ccu.sxp_port import ExceptionSource, SxpRegister
+from sw.itx.csr import CsrConfigWriter
 from sw.itx.frames import payload_bytes
 from sw.itx.runtime import DATA_BASE
-from sw.itx.testing import CcuJob, GoldenDevice, Scenario
+from sw.itx.testing import CcuCsrPort, CcuJob, GoldenDevice, Scenario
 from sw.itx.tile import Cause, SecurityException, application_measurement
 
 
-def launched(seed, tamper=None):
+class CountingBus:
+    """A ``write32`` that counts the writes it passes on."""
+
+    def __init__(self, write32):
+        self.write32, self.writes = write32, []
+
+    def __call__(self, addr, value):
+        self.writes.append((addr, value))
+        self.write32(addr, value)
+
+
+def device_and_ccu(sc):
+    dev = GoldenDevice(sc.tiles, host=sc.rt.host)
+    sc.prepare(dev.tiles)
+    bus = CountingBus(dev.ccu_csr)
+    ccu = CcuJob(sc, CcuCsrPort(bus, read32=dev.ccu_read32, hold=dev.hold_tiles))
+    return dev, ccu, bus
+
+
+def launched(seed, tamper=None, host_first=False):
     """A job created, attested, keyed and launched on the golden device; *tamper(sc)* may
-    change host memory before anything runs. Returns (scenario, device, ccu, job)."""
+    change host memory before anything runs; *host_first*: the host programmed the SXP
+    with its own configuration before (the CCU's overwrites it). Returns (scenario,
+    device, ccu, job)."""
     sc = Scenario(seed=seed)
     if tamper is not None:
         tamper(sc)
-    dev = GoldenDevice(sc.tiles, host=sc.rt.host)
-    sc.prepare(dev.tiles)
-    ccu = CcuJob(sc, CsrKeyPort(dev.ccu_csr, read32=dev.ccu_read32, hold=dev.hold_tiles))
-    # the host programs the SXP first: trusted mode (entered by create_tee) requires a
-    # consistent configuration (KPHYSMAP 1:1, disjoint regions) or raises CONFIG
-    sc.rt.configure(CsrConfigWriter(dev.host_csr))
-    ccu.launch()                         # manifest config over the ccu port, key set 0
+    dev, ccu, _ = device_and_ccu(sc)
+    if host_first:
+        sc.rt.configure(CsrConfigWriter(dev.host_csr))
+    ccu.launch()                         # config and trust in create_tee; key set 0 here
     assert dev.model.trusted and not dev.model.exc
     return sc, dev, ccu, ccu.job
 
@@ -41,8 +63,12 @@ def measured(dev):
     return application_measurement({t.id: t.digest for t in dev.tiles.values()})
 
 
-def test_shim_with_the_ccu_model_on_the_golden_sxp():
-    sc, dev, ccu, job = launched(21)
+@pytest.mark.parametrize("host_first", [False, True])
+def test_shim_with_the_ccu_model_on_the_golden_sxp(host_first):
+    sc, dev, ccu, job = launched(21, host_first=host_first)
+    for (register, index), value in job.configuration().items():    # the manifest's, live
+        if register is not SxpRegister.KPHYSMAP or index < dev.model.contexts:
+            assert ccu.device.port.read_config(register, index) == value
     dev.run(sc.rt.boot())
     ccu.cce.start_main(measured(dev))    # the bootloader's measurement, checked by the CCU
     assert ccu.cce.state is TeeState.RUNNING
@@ -92,3 +118,56 @@ def test_sxp_exception_reaches_the_ccu_handler():
         dev.run(sc.rt.boot())
     assert e.value.cause == Cause.HELD
     assert ccu.cce.on_exception() is None, "a second pin without a latched cause is spurious"
+
+
+def with_config(job, *writes):
+    """*job* with *writes* replacing the same entries of its configuration."""
+    named = {(w[0], w[1]) for w in writes}
+    return dataclasses.replace(job, sxp_config=tuple(
+        c for c in job.sxp_config if (c.register, c.index) not in named) + tuple(
+        ConfigWrite(*w) for w in writes))
+
+
+@pytest.mark.parametrize("writes, match", [
+    (((SxpRegister.KPHYSMAP, 1, 1),), "both map to region 1"),
+    (((SxpRegister.KSELLIMIT_BASE, 0, 0), (SxpRegister.KSELLIMIT_LIMIT, 0, 1 << 31)),
+     "overlaps"),
+    (((SxpRegister.KSELLIMIT_BASE, 1, (1 << 32) + 0x1000_0000),), "32 bits"),
+], ids=["two contexts, one region", "cleartext over key regions", "64-bit base"])
+def test_bad_manifest_configuration_writes_nothing(writes, match):
+    """The runtime's manifest with one flaw: create_tee refuses it with ManifestError before
+    a single CSR write on the ccu port; the SXP stays untrusted with its reset
+    configuration."""
+    sc = Scenario(seed=23)
+    dev, ccu, bus = device_and_ccu(sc)
+    bad = with_config(ccu.job, *writes)
+    with pytest.raises(ManifestError, match=match):
+        ccu.cce.create_tee(bad, [cert for _, cert in ccu.ids.values()])
+    assert bus.writes == [] and not dev.model.trusted and not dev.model.exc
+    assert ccu.cce.state is TeeState.READY
+
+
+def test_host_change_in_the_window_is_rejected_by_the_parties():
+    """The host adds a cleartext window onto the first key region between the CCU's last
+    configuration write and its trust request, shifted so that it stays disjoint: the
+    SXP enters trusted mode, but the report's manifest hash covers the configuration read
+    back, so both parties refuse it."""
+    sc = Scenario(seed=24)
+    dev, ccu, bus = device_and_ccu(sc)
+    ccu_port = ccu.device.port
+    request = ccu_port.set_trusted_mode
+    base = max(c.value for c in ccu.job.sxp_config
+               if c.register is SxpRegister.KSELLIMIT_LIMIT)
+
+    def racing_host():
+        host = CsrConfigWriter(dev.host_csr)
+        host(SxpRegister.KSELLIMIT_BASE, 0, base)
+        host(SxpRegister.KSELLIMIT_LIMIT, 0, base + 0x1000)
+        request()
+    ccu_port.set_trusted_mode = racing_host
+    ccu.cce.create_tee(ccu.job, [cert for _, cert in ccu.ids.values()])
+    assert dev.model.trusted
+    evidence = ccu.cce.get_attestation_report()
+    for party in ccu.parties.values():
+        with pytest.raises(ManifestMismatchError, match="manifest hash"):
+            party.verify(evidence)

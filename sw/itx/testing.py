@@ -5,7 +5,7 @@ per physical context, streaming decryption with the tag checked on the last comp
 :class:`ReferenceDevice` (tiles + reference SXP + :class:`~sw.itx.host.HostMemory`, run
 packet by packet, one cycle per loop) and :class:`TrustedCcu` (installs the runtime's key
 sets through any :class:`~sw.ccu.sxp_port.SxpKeyPort`; :class:`CcuJob` is the real CCU
-firmware model for the same job). Both devices run at the lanes of
+firmware model for the same job, on a :class:`CcuCsrPort`). Both devices run at the lanes of
 their host memory (beats of 16·lanes bytes; a packet not on beats is refused, as the SXP's
 MALFORMED check does).
 """
@@ -17,13 +17,15 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from hw.sxp.packet import BEAT_BYTES, Kind
 from sw.ccu.sxp_port import PHYS_CONTEXTS, REGISTER_ENTRIES, SxpRegister
+from sw.itx.csr import CsrKeyPort
 from sw.pcie.beats import Beat
 
 from .frames import IV_BYTES, J0_TAIL, NONCE_BYTES, TAG_BYTES
 from .host import HostMemory
 from .tile import Cause, SecurityException, Tile
 
-__all__ = ["ReferenceSxp", "ReferenceDevice", "TrustedCcu", "Scenario", "GoldenDevice", "CcuJob"]
+__all__ = ["ReferenceSxp", "ReferenceDevice", "TrustedCcu", "Scenario", "GoldenDevice", "CcuJob",
+           "CcuCsrPort"]
 
 
 def _payload(packet, beat_bytes=BEAT_BYTES):
@@ -398,6 +400,23 @@ class GoldenDevice(ReferenceDevice):
         return bool(self._table) or bool(self._xb) or any(s is not None for s in self.model.slot)
 
 
+class CcuCsrPort(CsrKeyPort):
+    """:class:`sw.itx.csr.CsrKeyPort` with ``read_config`` (the seventh call of
+    :class:`sw.ccu.sxp_port.CcuPort`): an entry read over the ``ccu`` port with the
+    ``read32`` it was built with; None for a KPHYSMAP entry beyond the SXP's contexts (it
+    has no such register). Used for the golden device and, through
+    :class:`tb.system.env.RtlCcuPort`, the RTL."""
+
+    def read_config(self, register, index):
+        from sw.sxp.driver import register_address
+        register = SxpRegister(register)
+        if register is SxpRegister.KPHYSMAP and index >= self.contexts:
+            return None
+        if self._read32 is None:
+            raise TypeError("this port was built without read32: it cannot read the configuration")
+        return self._read32(register_address(register, index))
+
+
 def _beats(hdr, blocks):
     return [Beat(d, dict(hdr), int(k == 0), int(k == len(blocks) - 1))
             for k, d in enumerate(blocks)]
@@ -410,8 +429,9 @@ class CcuJob:
     (the runtime's measurement, key schedule and SXP configuration; the CCU derives the
     checkpoint key of context 1) and both parties, whose key packages answer the CCU's
     attestation report. :meth:`launch` is the CCU side of a job start: create the TEE
-    (trusted mode entered and read back), attest, unwrap the two packages, launch (the
-    manifest's configuration and key set 0 over the port)."""
+    (the manifest's whole configuration written, trusted mode entered, bit and
+    configuration read back), attest, unwrap the two packages, launch (key set 0 over the
+    port)."""
 
     MODEL, DATA = 1, 2
 
