@@ -428,3 +428,15 @@ def test_end_to_end_a_mutant_with_only_a_counterexample_to_induction_survives(tm
     e = runner.prove(mutant, solver, path, 120, tmp_path)
     assert (e["status"], e["counterexample"], runner.verdict(e)) == ("survived", None, "FAIL"), e
     assert not (tmp_path / "tiny" / "p.mutant_hidden_wrap" / "induction.log").exists()
+
+
+def test_a_harness_that_does_not_build_fails(tmp_path):
+    import formal
+
+    def broken(mutant=None):
+        raise TypeError("Harness() got an unexpected keyword argument 'lanes'")
+    prop = formal.Property("tiny", "broken", broken, depth=3, induction=1)
+    e = runner.prove(prop, "boolector", str(tmp_path), 60, tmp_path)
+    assert (e["status"], e["method"], runner.verdict(e)) == ("failed", "harness did not build", "FAIL"), e
+    assert "unexpected keyword" in runner.problems(e)[0]
+    assert runner.exit_code([e], []) == 1
