@@ -58,28 +58,40 @@ def encode_measurements(items: dict[str, bytes]) -> bytes:
 
 
 def decode_measurements(value: bytes) -> dict[str, bytes]:
-    """Inverse of :func:`encode_measurements`; ValueError on anything else."""
-    (outer,) = der.read_all(value, der.SEQUENCE)
+    """Inverse of :func:`encode_measurements`: :class:`~sw.ccu.der.DerError` (a
+    ValueError) on anything else — malformed DER, not exactly one outer SEQUENCE, an entry
+    that is not (UTF8String, id-sha384, 48-byte digest), a name that is not UTF-8, a
+    duplicate name."""
+    outer = der.read_all(value, der.SEQUENCE)
+    if len(outer) != 1:
+        raise der.DerError(f"measurements are {len(outer)} SEQUENCEs, not one")
     items = {}
-    for entry in der.read_all(outer, der.SEQUENCE):
+    for entry in der.read_all(outer[0], der.SEQUENCE):
         tag, name, pos = der.read_tlv(entry)
         if tag != der.UTF8STRING or entry[pos:pos + len(_SHA384_OID)] != _SHA384_OID:
-            raise ValueError("measurement entry is not (UTF8String, id-sha384, digest)")
-        (digest,) = der.read_all(entry[pos + len(_SHA384_OID):], der.OCTET_STRING)
-        if len(digest) != 48 or name.decode() in items:
-            raise ValueError("measurement digest is not 48 bytes, or a duplicate name")
-        items[name.decode()] = digest
+            raise der.DerError("measurement entry is not (UTF8String, id-sha384, digest)")
+        digest = der.read_all(entry[pos + len(_SHA384_OID):], der.OCTET_STRING)
+        try:
+            name = name.decode()
+        except UnicodeDecodeError:
+            raise der.DerError("measurement name is not UTF-8") from None
+        if len(digest) != 1 or len(digest[0]) != 48 or name in items:
+            raise der.DerError("measurement digest is not one 48-byte OCTET STRING, or a duplicate name")
+        items[name] = digest[0]
     return items
 
 
 def measurements_of(obj, what: str) -> dict[str, bytes]:
-    """The measurement extension of a certificate or CSR (ChainError if absent/malformed)."""
+    """The measurement extension of a certificate or CSR (ChainError if absent/malformed,
+    or if the certificate's extensions do not parse)."""
     try:
         ext = obj.extensions.get_extension_for_oid(MEASUREMENT_OID)
         return decode_measurements(ext.value.value)
     except x509.ExtensionNotFound:
         raise ChainError(f"{what} has no measurement extension") from None
-    except (ValueError, UnicodeDecodeError) as e:
+    except AttributeError:
+        raise ChainError(f"{what} is not a certificate or CSR") from None
+    except ValueError as e:         # DerError, or cryptography's on malformed extensions
         raise ChainError(f"{what} has a malformed measurement extension: {e}") from None
 
 

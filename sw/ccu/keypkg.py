@@ -30,6 +30,12 @@ Run keys (``nonces`` = the parties' 32-byte nonces, sorted bytewise, concatenate
 
 A resuming run at epoch e recomputes K_checkpoint(e-1) from the *resume* nonces: it equals
 the earlier run's key only if every party supplies the nonce it gave that run.
+
+Parsing errors (:func:`parse_header`, :func:`decode_plaintext`, :func:`open_package`) are
+:mod:`sw.ccu.errors`' key-package errors and nothing else: TruncatedPackageError for bytes
+shorter than the structure, MalformedPackageError for anything else that does not parse
+(bad magic, version, flags, trailing bytes, key ids, or input that is not bytes),
+PackageAuthError for a ciphertext that does not authenticate.
 """
 import os
 import struct
@@ -91,7 +97,16 @@ def encode_plaintext(c: KeyPackageContents) -> bytes:
     return b"".join(out)
 
 
+def _check_bytes(blob, what):
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise MalformedPackageError(f"{what} is a {type(blob).__name__}, not bytes")
+    return bytes(blob)
+
+
 def decode_plaintext(pt: bytes) -> KeyPackageContents:
+    """The contents of a package plaintext (errors: see the module docstring)."""
+    pt = _check_bytes(pt, "key package plaintext")
+
     def take(n, what):
         nonlocal pos
         if pos + n > len(pt):
@@ -129,6 +144,7 @@ def seal_package(contents: KeyPackageContents, shared_secret: bytes, report_hash
 
 def parse_header(blob: bytes) -> tuple[PackageHeader, bytes]:
     """(header, ciphertext ‖ tag); MalformedPackageError/TruncatedPackageError."""
+    blob = _check_bytes(blob, "key package")
     if len(blob) < HEADER_SIZE + _TAG_SIZE:
         raise TruncatedPackageError(f"key package of {len(blob)} bytes is shorter than "
                                     f"header and tag ({HEADER_SIZE + _TAG_SIZE})")
@@ -141,6 +157,8 @@ def parse_header(blob: bytes) -> tuple[PackageHeader, bytes]:
 
 def open_package(header: PackageHeader, ciphertext: bytes,
                  shared_secret: bytes) -> KeyPackageContents:
+    """Decrypt and parse a package (errors: see the module docstring)."""
+    ciphertext = _check_bytes(ciphertext, "key package ciphertext")
     key = wrapping_key(shared_secret, header.report_hash, header.job_id, header.party_id)
     try:
         pt = AESGCM(key).decrypt(header.iv, ciphertext, header.encode())

@@ -14,6 +14,12 @@
 6. job id and manifest hash are the party's manifest (ManifestMismatchError), the
    fingerprints are the manifest's and include the party's own (FingerprintMissingError);
 7. epoch counter and checkpoint id are what the party agreed to (EpochMismatchError).
+
+Malformed evidence raises from the same hierarchy (:mod:`sw.ccu.errors`), never a library
+error: a certificate that is neither DER bytes of an X.509 certificate nor an
+``x509.Certificate``, or a certificate list that is not a sequence of three, is a
+ChainError; report bytes that are not bytes, too short or do not parse, or whose ECDH key
+is not a P-384 point, are a MalformedReportError.
 """
 import os
 from dataclasses import dataclass
@@ -28,6 +34,7 @@ from .errors import (
     ChainError,
     EpochMismatchError,
     FingerprintMissingError,
+    MalformedReportError,
     ManifestMismatchError,
     MeasurementMismatchError,
 )
@@ -85,11 +92,38 @@ def _hex(b: bytes) -> str:
     return b[:8].hex() + "…"
 
 
+def _load_chain(certificates):
+    """CIK, PIK and AK certificates of the evidence, each given as DER bytes or an
+    ``x509.Certificate``; ChainError for anything else."""
+    if isinstance(certificates, (str, bytes, bytearray, memoryview)):
+        raise ChainError("the evidence's certificates are not a sequence of certificates")
+    try:
+        given = list(certificates)
+    except TypeError:
+        raise ChainError("the evidence's certificates are not a sequence of certificates") from None
+    if len(given) != 3:
+        raise ChainError(f"expected CIK, PIK and AK certificates, got {len(given)}")
+    chain = []
+    for name, c in zip(("CIK", "PIK", "AK"), given):
+        if isinstance(c, (bytes, bytearray, memoryview)):
+            try:
+                c = x509.load_der_x509_certificate(bytes(c))
+            except ValueError:
+                raise ChainError(f"{name} certificate: the bytes are not a DER X.509 certificate") from None
+        elif not isinstance(c, x509.Certificate):
+            raise ChainError(f"{name} certificate is a {type(c).__name__}, neither DER bytes nor "
+                             "an x509.Certificate")
+        chain.append(c)
+    return chain
+
+
 def _check_link(child, parent, what):
     try:
         bc = parent.extensions.get_extension_for_class(x509.BasicConstraints).value
     except x509.ExtensionNotFound:
         bc = None
+    except ValueError:          # cryptography parses extensions lazily: malformed ones raise here
+        raise ChainError(f"{what}: the issuer's extensions do not parse") from None
     if bc is None or not bc.ca:
         raise ChainError(f"{what}: the issuer is not a CA certificate")
     try:
@@ -112,13 +146,11 @@ class RelyingParty:
         self.counter = 0                # last package counter used
 
     def verify(self, evidence, *, epoch: int = 0, checkpoint_id: int = 0) -> VerifiedReport:
-        """Check ``evidence`` (report bytes and CIK, PIK, AK certificates)."""
+        """Check ``evidence`` (report bytes and CIK, PIK, AK certificates, each DER bytes or
+        an ``x509.Certificate``). Raises a :class:`~sw.ccu.errors.VerificationError`
+        subclass (see the module docstring) on every failure, malformed input included."""
         refs = reference_measurements(self._reference, self._ca)
-        chain = [x509.load_der_x509_certificate(c) if isinstance(c, bytes) else c
-                 for c in evidence.certificates]
-        if len(chain) != 3:
-            raise ChainError(f"expected CIK, PIK and AK certificates, got {len(chain)}")
-        cik, pik, ak = chain
+        cik, pik, ak = _load_chain(getattr(evidence, "certificates", None))
         _check_link(cik, self._ca, "CIK certificate ← manufacturer CA")
         _check_link(pik, cik, "PIK certificate ← CIK")
         _check_link(ak, pik, "AK certificate ← PIK")
@@ -130,11 +162,17 @@ class RelyingParty:
                     raise MeasurementMismatchError(
                         f"{n} measurement in the {what} is {_hex(found.get(n, b''))}, "
                         f"reference {_hex(refs[n])}")
-        body, sig = split_signed_report(evidence.report)
+        blob = getattr(evidence, "report", None)
+        if not isinstance(blob, (bytes, bytearray, memoryview)):
+            raise MalformedReportError(f"the report is a {type(blob).__name__}, not bytes")
+        body, sig = split_signed_report(bytes(blob))
         verify_report_signature(body, sig, ak.public_key())
         report = AttestationReport.decode(body)
         self._check_contents(report, refs, epoch, checkpoint_id)
-        pub = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP384R1(), report.ecdh_public)
+        try:
+            pub = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP384R1(), report.ecdh_public)
+        except ValueError:
+            raise MalformedReportError("the report's ECDH key is not a P-384 point") from None
         return VerifiedReport(report, report_hash(body), pub)
 
     def _check_contents(self, report, refs, epoch, checkpoint_id):

@@ -6,7 +6,7 @@ import enum
 
 from hw.sxp.packet import Header, Kind
 
-from .payload import field_slices
+from .payload import PayloadError, UnknownFieldError, _integer, field_slices
 
 __all__ = ["HEADER_FIELDS", "header"]
 
@@ -18,18 +18,23 @@ assert "kind_enum" not in _MASKS        # header()'s own keyword must not shadow
 def header(*, kind_enum=False, **fields):
     """A full header dict in :data:`HEADER_FIELDS` order: *fields* (ints, bools or enum
     members), every other field 0. ``kind`` is an int, or with *kind_enum* a :class:`Kind`
-    member (ValueError for a value that is none). KeyError for a name the header does not
-    have, ValueError for a value that does not fit its field."""
+    member (:class:`~sw.common.payload.PayloadError` for a value that is none). The errors
+    are :mod:`sw.common.payload`'s: UnknownFieldError (a KeyError) for a name the header
+    does not have, PayloadTypeError (a TypeError) for a value that is not an integer,
+    PayloadError (a ValueError) for a value that does not fit its field."""
     unknown = set(fields) - set(HEADER_FIELDS)
     if unknown:
-        raise KeyError(f"no header field {', '.join(sorted(unknown))}")
+        raise UnknownFieldError(f"no header field {', '.join(sorted(unknown))}")
     hdr = dict.fromkeys(HEADER_FIELDS, 0)
     for name, value in fields.items():
-        value = int(value.value if isinstance(value, enum.Enum) else value)
+        value = _integer(value.value if isinstance(value, enum.Enum) else value, f"header field {name}")
         if not 0 <= value <= _MASKS[name]:
-            raise ValueError(f"header field {name} = {value:#x} does not fit in "
-                             f"{_MASKS[name].bit_length()} bits")
+            raise PayloadError(f"header field {name} = {value:#x} does not fit in "
+                               f"{_MASKS[name].bit_length()} bits")
         hdr[name] = value
     if kind_enum:
-        hdr["kind"] = Kind(hdr["kind"])
+        try:
+            hdr["kind"] = Kind(hdr["kind"])
+        except ValueError:
+            raise PayloadError(f"header kind {hdr['kind']} names no packet kind") from None
     return hdr

@@ -7,16 +7,47 @@ layout, its int or the dict (or, for an array, the list) of its own fields. Ever
 range-checked: one that does not fit its field raises ValueError naming the field and its
 width. :func:`unpack` gives every field as an int, the member of an enum-shaped field as the
 member (unless ``enums=False``) and, with ``nested=True``, a nested layout as a dict again.
+
+Errors: every malformed input raises a :class:`PayloadError` (a ValueError) and nothing else
+— :class:`PayloadTypeError` (also a TypeError) for a value that is not an integer at all (a
+float, a string: integers are taken through ``__index__``, so bools, enum members and
+cocotb ``LogicArray`` values pass and ``2.7`` or ``'5'`` do not), :class:`UnknownFieldError`
+(also a KeyError) for a field name the layout does not have, plain :class:`PayloadError`
+for a value out of its field's range or a list of the wrong length.
 """
 import enum
+import operator
 from collections.abc import Mapping
 
 from amaranth.lib import data
 
-__all__ = ["pack", "unpack", "field_slices"]
+__all__ = ["pack", "unpack", "field_slices", "PayloadError", "PayloadTypeError", "UnknownFieldError"]
 
 _CACHE = {}
 _CACHE_LIMIT = 1024     # layouts built per call (beat_layout(lanes), ...) must not pile up
+
+
+class PayloadError(ValueError):
+    """A payload, field value or payload integer that does not fit its layout."""
+
+
+class PayloadTypeError(PayloadError, TypeError):
+    """A value that is not an integer (nor a bool, an enum member, or for a nested layout
+    the dict or list of its fields), or a layout that is not an ``amaranth.lib.data`` one."""
+
+
+class UnknownFieldError(PayloadError, KeyError):
+    """A field name the layout does not have."""
+
+    __str__ = ValueError.__str__        # the message, not KeyError's quoted repr of it
+
+
+def _integer(v, what):
+    """*v* as an int through ``__index__`` (PayloadTypeError for a float, a string, ...)."""
+    try:
+        return operator.index(v)
+    except (TypeError, ValueError) as e:       # ValueError: a LogicArray holding X or Z
+        raise PayloadTypeError(f"{what} = {v!r} is not an integer") from e
 
 
 class _Field:
@@ -36,12 +67,18 @@ def _fields(layout):
     entry = _CACHE.get(id(layout))
     if entry is None or entry[0] is not layout:
         if not isinstance(layout, data.Layout):
-            raise TypeError(f"{layout!r} is not an amaranth.lib.data layout")
+            raise PayloadTypeError(f"{layout!r} is not an amaranth.lib.data layout")
         if len(_CACHE) >= _CACHE_LIMIT:
             _CACHE.clear()
         # the entry holds the layout, so its id is not reused while the entry lives
-        entry = _CACHE[id(layout)] = (layout, {name: _Field(name, f) for name, f in layout})
+        entry = _CACHE[id(layout)] = (layout, {name: _Field(name, f) for name, f in layout}, layout.size)
     return entry[1]
+
+
+def _size(layout):
+    """Bits of *layout* (cached with its fields)."""
+    _fields(layout)
+    return _CACHE[id(layout)][2]
 
 
 def field_slices(layout):
@@ -61,14 +98,14 @@ def _encode(layout, values, prefix):
         unknown = [str(name) for name in values if name not in fields]
         if unknown:
             where = f" of {prefix}" if prefix else ""
-            raise KeyError(f"no field {', '.join(sorted(unknown))}{where} in layout {layout!r}")
+            raise UnknownFieldError(f"no field {', '.join(sorted(unknown))}{where} in layout {layout!r}")
         items = values.items()
     elif isinstance(values, (list, tuple)) and isinstance(layout, data.ArrayLayout):
         if len(values) != layout.length:
-            raise ValueError(f"{len(values)} elements for {prefix or 'an array'} of {layout.length}")
+            raise PayloadError(f"{len(values)} elements for {prefix or 'an array'} of {layout.length}")
         items = enumerate(values)
     else:
-        raise TypeError(f"{prefix or 'payload'}: {values!r} is not the fields of {layout!r}")
+        raise PayloadTypeError(f"{prefix or 'payload'}: {values!r} is not the fields of {layout!r}")
     value = 0
     for name, v in items:
         f = fields[name]
@@ -77,31 +114,37 @@ def _encode(layout, values, prefix):
                 v = _encode(f.layout, v, _path(prefix, name))
             elif isinstance(v, enum.Enum):
                 v = v.value
-            v = int(v)
+            v = _integer(v, f"field {_path(prefix, name)}")
         if not 0 <= v <= f.mask:
-            raise ValueError(f"field {_path(prefix, name)} = {v:#x} does not fit in {f.width} bits")
+            raise PayloadError(f"field {_path(prefix, name)} = {v:#x} does not fit in {f.width} bits")
         value |= v << f.offset
     return value
 
 
 def pack(layout, values=None, /, **fields):
     """The integer of a payload of *layout*: its fields by keyword, or *values* (a dict, or a
-    list for an array layout); missing fields are zero. KeyError for a field the layout does
-    not have, ValueError for a value that does not fit its field."""
+    list for an array layout); missing fields are zero. :class:`UnknownFieldError` for a
+    field the layout does not have, :class:`PayloadTypeError` for a value that is not an
+    integer (``2.7``, ``'5'``), :class:`PayloadError` for one that does not fit its field."""
     if values is None:
         return _encode(layout, fields, "")
     if fields:
-        raise TypeError("pack() takes the fields either as a dict/list or as keywords, not both")
+        raise PayloadTypeError("pack() takes the fields either as a dict/list or as keywords, not both")
     return _encode(layout, values, "")
 
 
 def unpack(layout, value, *, enums=True, nested=False):
     """``{name: int}`` of a payload integer of *layout*. With *enums*, an enum-shaped field
     whose value is a member gives the member; with *nested*, a field that is a layout gives
-    its own dict instead of its int."""
-    value = int(value)
+    its own dict instead of its int. *value* must be an integer (:class:`PayloadTypeError`
+    otherwise) in 0 .. 2**width - 1 of the layout (:class:`PayloadError` otherwise: a
+    negative or over-wide value is not a payload of it, and is not silently masked)."""
+    value = _integer(value, "payload")
+    fields, size = _fields(layout), _size(layout)
+    if value < 0 or value >> size:
+        raise PayloadError(f"payload {value:#x} does not fit the {size}-bit layout {layout!r}")
     out = {}
-    for name, f in _fields(layout).items():
+    for name, f in fields.items():
         raw = (value >> f.offset) & f.mask
         if nested and f.layout is not None:
             raw = unpack(f.layout, raw, enums=enums, nested=True)

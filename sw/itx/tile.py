@@ -21,13 +21,20 @@ Lanes: ``Tile(id, lanes=L)`` sends and takes beats of 16·L bytes (lane *k* = by
 16k..16k+15 of the beat). Every read and write it issues must start and end on a beat
 (the SXP drops anything else as MALFORMED): the runtime's layout guarantees it and the
 tile refuses an unaligned action with ValueError.
+
+Malformed packets: :meth:`Tile.deliver` raises :class:`PacketError` (a ValueError; a
+TypeError too, :class:`PacketTypeError`, for something that is not a list of beats) for a
+packet that is not a non-empty list of :class:`~sw.pcie.beats.Beat` whose first header is
+a full, in-range header dict and whose beats' data fit the tile's beat — before it changes
+any state. A well-formed completion the tile did not ask for is not an error of the call:
+it halts the tile (:attr:`Cause.PROTOCOL`), as the hardware would.
 """
 import hashlib
 from collections import deque
 from dataclasses import dataclass
 
 from hw.sxp.packet import BEAT_BYTES, MAX_PAYLOAD_BYTES, Kind
-from sw.pcie.beats import Beat, header
+from sw.pcie.beats import Beat, PacketError, PacketTypeError, check_packet, header
 
 from .frames import (
     IV_BYTES,
@@ -41,6 +48,7 @@ from .frames import (
 )
 
 __all__ = ["Tile", "Read", "Write", "SecurityException", "Cause", "TILE_MEMORY",
+           "PacketError", "PacketTypeError", "check_packet",
            "CodeSlice", "StreamSlice", "CheckpointSlot", "bootloader", "clear_loader", "read_stream",
            "write_checkpoint", "read_checkpoint", "tile_digest", "application_measurement",
            "check_measurement", "write_packets"]
@@ -183,7 +191,9 @@ class Tile:
     def deliver(self, packet):
         """Stage one completion packet (list of beats) from the SXP. Returns True when the
         read's last completion is in (then call :meth:`commit` or
-        :meth:`security_exception`)."""
+        :meth:`security_exception`). :class:`PacketError` for a malformed packet (see the
+        module docstring), checked before anything else, halted or not."""
+        check_packet(packet, self.lanes)
         if self.exception is not None:
             return False          # halted: everything that arrives is dropped
         h = packet[0].hdr

@@ -5,16 +5,35 @@ A :class:`Beat` has ``data`` (an int, byte *k* in bits 8k+7..8k), ``hdr`` (a dic
 ``first`` and ``last``. :func:`encode` / :func:`decode` convert to and from the stream
 payload integer with :mod:`sw.common.payload` and the layout itself, so nothing here
 retypes a bit position.
+
+Errors: :func:`encode` and :func:`decode` raise :mod:`sw.common.payload`'s errors
+(:class:`~sw.common.payload.PayloadError`, a ValueError, and its TypeError/KeyError
+subclasses) for a beat or integer that does not fit the layout, and PayloadError for
+*lanes* other than 1, 2, 4. :func:`check_packet` raises :class:`PacketError` for a packet
+(list of beats) that is not well formed.
 """
 from dataclasses import dataclass, field
 
-from hw.sxp.packet import Header, beat_layout
+from hw.sxp.packet import BEAT_BYTES, Header, beat_layout
 from sw.common.packet import HEADER_FIELDS, header
-from sw.common.payload import pack, unpack
+from sw.common.payload import PayloadError, PayloadTypeError, pack, unpack
 
-__all__ = ["Beat", "header", "encode", "decode", "HEADER_FIELDS"]
+__all__ = ["Beat", "header", "encode", "decode", "HEADER_FIELDS", "PacketError", "PacketTypeError",
+           "check_packet"]
 
 _BEAT = {lanes: beat_layout(lanes) for lanes in (1, 2, 4)}
+
+
+def _layout(lanes):
+    layout = _BEAT.get(lanes) if type(lanes) is int else None
+    if layout is None:
+        raise PayloadError(f"lanes must be 1, 2 or 4, not {lanes!r}")
+    return layout
+
+
+def _beat_bytes(lanes):
+    _layout(lanes)
+    return BEAT_BYTES * lanes
 
 
 @dataclass
@@ -31,10 +50,41 @@ class Beat:
 
 def encode(beat, lanes=1):
     """The stream payload integer of *beat*."""
-    return pack(_BEAT[lanes], data=beat.data, hdr=beat.hdr, first=beat.first, last=beat.last)
+    if not isinstance(beat, Beat):
+        raise PayloadTypeError(f"{beat!r} is not a Beat")
+    return pack(_layout(lanes), data=beat.data, hdr=beat.hdr, first=beat.first, last=beat.last)
 
 
 def decode(value, lanes=1):
     """The :class:`Beat` of a stream payload integer."""
-    f = unpack(_BEAT[lanes], value)
+    f = unpack(_layout(lanes), value)
     return Beat(data=f["data"], hdr=unpack(Header, f["hdr"], enums=False), first=f["first"], last=f["last"])
+
+
+class PacketError(ValueError):
+    """A packet (list of beats) that is not well formed: see :func:`check_packet`."""
+
+
+class PacketTypeError(PacketError, TypeError):
+    """A packet that is not a list of :class:`~sw.pcie.beats.Beat` at all."""
+
+
+def check_packet(packet, lanes=1):
+    """Raise :class:`PacketError` unless *packet* is a non-empty list (or tuple) of
+    :class:`Beat`, the first with a header dict of every field in range, each beat's data
+    an int of 16·*lanes* bytes (:class:`PacketTypeError` if it is not a list of Beats)."""
+    beat_bytes = _beat_bytes(lanes)
+    if not isinstance(packet, (list, tuple)) or not all(isinstance(b, Beat) for b in packet):
+        raise PacketTypeError(f"a packet is a list of Beat, not {packet!r}")
+    if not packet:
+        raise PacketError("an empty packet (no beats)")
+    h = packet[0].hdr
+    if not isinstance(h, dict) or h.keys() != set(HEADER_FIELDS):
+        raise PacketError(f"the first beat's header is not a dict of the fields {HEADER_FIELDS}: {h!r}")
+    try:
+        header(**h)
+    except PayloadError as e:
+        raise PacketError(f"bad packet header: {e}") from None
+    for i, b in enumerate(packet):
+        if type(b.data) is not int or not 0 <= b.data < 1 << 8 * beat_bytes:
+            raise PacketError(f"beat {i}: data {b.data!r} is not a {beat_bytes}-byte int")
