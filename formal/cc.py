@@ -25,13 +25,13 @@ key scrub.
 """
 import re
 
-from amaranth.hdl import Cat, Signal
+from amaranth.hdl import Cat, Mux, Signal
 
 from hw.cc import CCCtrl, CCDma
 from hw.csr import Access
 from hw.gcm import GcmCore
 
-from . import Harness, Property, discard, free_inputs, freeze, registers, with_mutant
+from . import Harness, Property, discard, free_inputs, freeze, registers, submodule, with_mutant, with_mutants
 from .aes import scrub_checks
 from .gcm import gcm_scrub_value
 
@@ -134,6 +134,119 @@ def counters_saturate(mutant=None):
     return h
 
 
+# ---------------------------------------------------------------- cc_ctrl firewall
+# The firewall rule of docs/cc.md ("Firewall"), written out by hand: in CC off nothing is
+# refused; in CC on and devtools (and code 3, which acts as CC on) a host access (initiator
+# HOST or code 3) to the protected words [0, protected) is refused, and so is an ENGINE
+# write outside them; the DMA may go anywhere.
+SRC_HOST, SRC_DMA, SRC_ENGINE = 0, 1, 2
+
+
+def _spec_refused(mode, src, write, addr):
+    """A 1-bit value: docs/cc.md's firewall refuses this request in *mode*."""
+    host_like = (src == SRC_HOST) | (src == 3)
+    protected = addr < PROTECTED
+    return (mode != 0) & ((host_like & protected) | ((src == SRC_ENGINE) & write & ~protected))
+
+
+def _mem_ports(fragment):
+    """The write and read port of cc_ctrl's device memory (the ``mem`` submodule)."""
+    mem = submodule(fragment, "mem")
+    (wp,), (rp,) = mem.write_ports, mem.read_ports
+    return wp, rp
+
+
+def firewall(mutant=None):
+    h = Harness()
+    dut = CCCtrl(DEPTH, PROTECTED, _formal_mutant=mutant)
+    frozen, fragment = freeze(dut)
+    h.m.submodules.dut = frozen
+    free_inputs(h.m, dut)
+    wp, rp = _mem_ports(fragment)
+    req, resp = dut.mem_req, dut.mem_resp
+    p = req.payload
+    take = Signal(name="take")
+    refused = Signal(name="spec_refused")
+    h.m.d.comb += [take.eq(req.valid & req.ready),
+                   refused.eq(_spec_refused(dut.mode.as_value(), p.src.as_value(), p.write, p.addr))]
+    # the cycle of a taken request: a refused one reaches no memory port, an allowed one
+    # reaches its word (the scrub does not run then: ready is low while it does)
+    h.check("refused_write_not_performed", ~wp.en, guard=take & refused & p.write)
+    h.check("refused_read_not_forwarded", ~rp.en, guard=take & refused & ~p.write)
+    h.check("allowed_write_performed", wp.en & (wp.addr == p.addr) & (wp.data == p.data),
+            guard=take & ~refused & p.write)
+    h.check("allowed_read_forwarded", rp.en & (rp.addr == p.addr), guard=take & ~refused & ~p.write)
+    # its response (one per request, in order; an FLR drops it): refused = ok 0, data 0
+    pend, pend_refused = Signal(name="resp_pending"), Signal(name="resp_pending_refused")
+    with h.m.If(dut.flr):
+        h.m.d.sync += pend.eq(0)
+    with h.m.Elif(take):
+        h.m.d.sync += [pend.eq(1), pend_refused.eq(refused)]
+    with h.m.Elif(resp.valid & resp.ready):
+        h.m.d.sync += pend.eq(0)
+    h.check("response_of_request", ~resp.valid | pend)
+    h.check("refused_response_empty", (resp.payload.ok == 0) & (resp.payload.data == 0),
+            guard=resp.valid & pend & pend_refused)
+    h.check("allowed_response_ok", resp.payload.ok == 1, guard=resp.valid & pend & ~pend_refused)
+    h.notes.append(f"CCCtrl(depth={DEPTH}, protected={PROTECTED}); rule (docs/cc.md): CC off refuses "
+                   "nothing; otherwise HOST/code-3 to [0, protected) and ENGINE writes outside it")
+    return h
+
+
+def _scrub_harness(mutant):
+    """cc_ctrl and the harness's count of cycles since the last reset or FLR cycle
+    (``scrub_age``: 0 in the first cycle after it, saturating at ``DEPTH``)."""
+    h = Harness()
+    dut = CCCtrl(DEPTH, PROTECTED, _formal_mutant=mutant)
+    frozen, _fragment = freeze(dut)
+    h.m.submodules.dut = frozen
+    free_inputs(h.m, dut)
+    clear = h.past(h.rst | dut.flr, "cleared_prev")       # the last cycle was a reset or FLR
+    age = Signal(range(DEPTH + 1), name="cycles_since_clear")
+    with h.m.If(clear):
+        h.m.d.sync += age.eq(1)
+    with h.m.Elif(age < DEPTH):        # (not `!= DEPTH`: from any state it must not wrap)
+        h.m.d.sync += age.eq(age + 1)
+    age_now = Signal(range(DEPTH + 1), name="scrub_age")
+    h.m.d.comb += age_now.eq(Mux(clear, 0, age))
+    return h, dut, age_now
+
+
+def flr_scrub_closed(mutant=None):
+    """No memory request is taken while the scrub runs: ``mem_req.ready`` is low in the
+    reset or FLR cycle and the ``depth`` cycles after it (one word per cycle, docs/cc.md)."""
+    h, dut, age = _scrub_harness(mutant)
+    h.check("closed_in_flr_cycle", ~dut.mem_req.ready, guard=dut.flr)
+    h.check("closed_while_scrubbing", ~dut.mem_req.ready, guard=age < DEPTH)
+    h.notes.append(f"CCCtrl(depth={DEPTH}, protected={PROTECTED}); every mode")
+    return h
+
+
+def flr_scrub_words(mutant=None):
+    """Every word is scrubbed: after a reset or FLR, a read of any word (``watch``, chosen
+    by the solver), by any initiator, returns zero until something writes that word. The
+    memory's content is observed only through ``mem_resp``."""
+    h, dut, _age = _scrub_harness(mutant)
+    req, resp = dut.mem_req, dut.mem_resp
+    p = req.payload
+    watch = h.any_const(range(DEPTH), "watch")
+    take = req.valid & req.ready
+    written = Signal(name="watch_written")              # since the last reset or FLR
+    pend = Signal(name="watch_read_pending")            # the response to a read of watch
+    with h.m.If(dut.flr):
+        h.m.d.sync += [written.eq(0), pend.eq(0)]
+    with h.m.Else():
+        with h.m.If(take & p.write & (p.addr == watch)):
+            h.m.d.sync += written.eq(1)
+        with h.m.If(take):
+            h.m.d.sync += pend.eq(~p.write & (p.addr == watch) & ~written)
+        with h.m.Elif(resp.valid & resp.ready):
+            h.m.d.sync += pend.eq(0)
+    h.check("unwritten_word_reads_zero", resp.payload.data == 0, guard=resp.valid & pend)
+    h.notes.append(f"CCCtrl(depth={DEPTH}, protected={PROTECTED}); every mode, every initiator")
+    return h
+
+
 # ---------------------------------------------------------------- cc_dma key scrub
 DMA = {"channels": 1, "frame_blocks": 2, "slots": 2, "addr_bits": 8}
 DMA_ROLES = {
@@ -186,6 +299,28 @@ PROPERTIES = [
                               "reaches a register; refused reads return 0, refused writes change "
                               "nothing"),
                  "open_scratch0", "SCRATCH0 readable and writable in CC on"),
+    *with_mutants(Property("cc_ctrl", "firewall", firewall, depth=10, induction=2,
+                           params={"depth": DEPTH, "protected": PROTECTED},
+                           doc="CC off refuses nothing; CC on/devtools: a HOST (or code 3) access to "
+                               "the protected words and an ENGINE write outside them reach no memory "
+                               "port and answer ok 0, data 0; every other access reaches its word"),
+                  ("firewall_open_cc_on", "the firewall refuses nothing in CC on (the audit's bug)"),
+                  ("protected_end_short", "the protected region ends one word early (addr < protected - 1)")),
+    *with_mutants(Property("cc_ctrl", "flr_scrub_closed", flr_scrub_closed, depth=DEPTH + 4,
+                           induction=DEPTH + 1, params={"depth": DEPTH, "protected": PROTECTED},
+                           doc="mem_req takes nothing in the reset/FLR cycle and the depth cycles after "
+                               "it (the memory scrub)"),
+                  ("scrub_short", "the scrub stops one word short (the last word keeps its data)"),
+                  ("flr_no_scrub", "flr does not restart the scrub")),
+    *with_mutants(Property("cc_ctrl", "flr_scrub_words", flr_scrub_words, depth=2 * DEPTH + 8,
+                           params={"depth": DEPTH, "protected": PROTECTED},
+                           depth_reason=f"reset, its {DEPTH}-cycle scrub, a write to the word, an FLR, "
+                                        f"the {DEPTH}-cycle scrub after it, a read of the word and its "
+                                        f"response: 2 x {DEPTH} + 6 steps (+2 spare)",
+                           doc="after reset/FLR a word not written since reads zero (every word, any "
+                               "initiator, observed through mem_resp only)"),
+                  ("scrub_short", "the scrub stops one word short (the last word keeps its data)"),
+                  ("flr_no_scrub", "flr does not restart the scrub")),
     *with_mutant(Property("cc_ctrl", "counters_saturate", counters_saturate, depth=2, induction=1,
                           params={"depth": DEPTH, "protected": PROTECTED},
                           doc="DEC_COUNT and FW_COUNT hold or count up by one unless reset or FLR: "

@@ -67,8 +67,12 @@ class CCCtrl(wiring.Component):
         self.depth, self.protected = depth, protected
         # test-only seeded bugs for formal/cc.py (never set in a design): "open_scratch0"
         # lets the host reach SCRATCH0 in CC on; "counters_wrap" drops the saturation of the
-        # decoupler's and the firewall's refusal counters
-        if _formal_mutant not in (None, "open_scratch0", "counters_wrap"):
+        # decoupler's and the firewall's refusal counters; "firewall_open_cc_on" refuses
+        # nothing in CC on; "protected_end_short" leaves the last protected word out of the
+        # region; "scrub_short" stops the memory scrub one word short; "flr_no_scrub" does
+        # not restart the scrub on flr
+        if _formal_mutant not in (None, "open_scratch0", "counters_wrap", "firewall_open_cc_on",
+                                  "protected_end_short", "scrub_short", "flr_no_scrub"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         # cycles `ready` stays low after the reset or FLR cycle: one memory word per cycle
@@ -130,10 +134,10 @@ class CCCtrl(wiring.Component):
         net.scrubbing = scrubbing = Signal(init=1)      # runs after power-on too
         net.scrub_addr = scrub_addr = Signal(self.addr_bits)
         with m.If(net.flr):
-            m.d.sync += [scrubbing.eq(1), scrub_addr.eq(0)]
+            m.d.sync += [scrubbing.eq(0 if self._formal_mutant == "flr_no_scrub" else 1), scrub_addr.eq(0)]
         with m.Elif(scrubbing):
             m.d.sync += scrub_addr.eq(scrub_addr + 1)
-            with m.If(scrub_addr == self.depth - 1):
+            with m.If(scrub_addr == self.depth - (2 if self._formal_mutant == "scrub_short" else 1)):
                 m.d.sync += scrubbing.eq(0)
         net.blocked = scrubbing | net.flr
         m.d.comb += self.ready.eq(~scrubbing)
@@ -202,11 +206,15 @@ class CCCtrl(wiring.Component):
             m.d.sync += [resp.valid.eq(0), resp_ok.eq(0), resp_rd.eq(0)]
         m.d.comb += self.mem_req.ready.eq(~net.blocked & (~resp.valid | resp.ready))
         net.take = take = self.mem_req.valid & self.mem_req.ready
-        prot = req.addr < self.protected if self.protected < self.depth else Const(1)
+        last = self.protected - (1 if self._formal_mutant == "protected_end_short" else 0)
+        prot = req.addr < last if last < self.depth else Const(1)
         src = req.src.as_value()
         host_like = (src == Src.HOST.value) | (src == 3)
         refuse = Signal()
-        m.d.comb += refuse.eq((net.active != Mode.OFF) & (
+        guarded = net.active != Mode.OFF
+        if self._formal_mutant == "firewall_open_cc_on":
+            guarded = guarded & (net.active != Mode.ON)
+        m.d.comb += refuse.eq(guarded & (
             (host_like & prot) | ((src == Src.ENGINE.value) & req.write & ~prot)))
         with m.If(take):
             m.d.sync += [resp.valid.eq(1), resp_ok.eq(~refuse), resp_rd.eq(~req.write)]
