@@ -6,9 +6,11 @@ replaces that key by the data provider's and the tiles read a data stream (conte
 fold it into their state and checkpoint it (this epoch's key, context 1); after a chip
 reset a new run (epoch 2) boots again and restores the checkpoint (epoch 1's key, context
 2). Expected values come from the plaintext the runtime encrypted and from cryptography's
-AESGCM (inside the shim), never from the RTL. Configuration goes over the host CSR port,
-keys and trusted mode over the CCU port (:class:`sw.itx.csr.CsrKeyPort`, the SxpKeyPort
-the CCU model uses).
+AESGCM (inside the shim), never from the RTL. With the stand-in CCU
+(:class:`sw.itx.testing.TrustedCcu`) the configuration goes over the host CSR port, keys
+and trusted mode over the CCU port (:class:`sw.itx.csr.CsrKeyPort`); the real CCU model
+writes the manifest's whole configuration over the CCU port itself, before it requests
+trusted mode (a trusted SXP refuses configuration writes), and reads it back.
 
 Each attack is its own test; each must be detected — an SXP security exception (irq,
 STATUS.cause) or the tile's IV check — with no byte of the failing frame in tile memory.
@@ -24,16 +26,20 @@ The pytest entry runs every test on ``sxp_system`` (lanes 1, 16-byte beats) and 
 (≈ 30 code frames of 512 B, 18 data frames of 384 B, 3 checkpoint frames per tile), so the
 lanes-4 model, slow per cycle, runs it in modest simulated time.
 """
+import dataclasses
 import random
+import re
 
 import cocotb
 import pytest
+from cocotb.task import resume
 
 from hw.sxp.regs import Cause as SxpCause
 from sw.ccu.cce import ResumePoint, TeeState
-from sw.ccu.errors import ApiOrderError
+from sw.ccu.errors import ApiOrderError, ManifestError, ManifestMismatchError
 from sw.ccu.keypkg import NONCE_SIZE
-from sw.ccu.sxp_port import ExceptionCause, ExceptionSource
+from sw.ccu.manifest import ConfigWrite
+from sw.ccu.sxp_port import ExceptionCause, ExceptionSource, SxpRegister
 from sw.itx.frames import (
     StreamType,
     checkpoint_nonce,
@@ -395,9 +401,10 @@ async def checkpoint_from_another_epoch(dut):
 # ---- the CCU firmware model on the RTL ----------------------------------------------------
 async def ccu_launched(dut, sc, idle=0.1, stall=0.1, make_tb=setup, make_port=RtlCcuPort,
                        skip=(), scan=True):
-    """The real CCU model (sw.ccu, :class:`sw.itx.testing.CcuJob`) on the RTL's ccu port:
-    the host configures the SXP, then the CCU creates the TEE (trusted mode, read back),
-    attests, unwraps both parties' packages and launches. The scan baseline is taken
+    """The real CCU model (sw.ccu, :class:`sw.itx.testing.CcuJob`) on the RTL's ccu port,
+    from the reset configuration: the CCU creates the TEE (the manifest's configuration
+    written, trusted mode entered, bit and configuration read back), attests, unwraps both
+    parties' packages and launches. The scan baseline is taken
     before any key enters (*scan*: else no scanner). *make_tb* / *make_port* build the
     testbench and the CCU's port (itx_device has its own); *skip*: more input ports the scan
     leaves out."""
@@ -405,8 +412,6 @@ async def ccu_launched(dut, sc, idle=0.1, stall=0.1, make_tb=setup, make_port=Rt
     scanner = Scanner(dut, ("xb_i__", "pcie_i__", "ccu__", "host__") + tuple(skip)) if scan else None
     if scan:
         scanner.baseline()
-    sc.rt.configure(tb.config_writer())
-    await tb.host_csr.flush()
     port = make_port(tb)
     ccu = CcuJob(sc, port)
     await run_ccu(ccu.launch)
@@ -506,6 +511,71 @@ async def ccu_handles_an_attack(dut):
     else:
         raise AssertionError("start_main went on after the CCU stopped the job")
     await assert_no_key_left(tb, port, scanner, "after the CCU's exception handler")
+
+
+def with_config(manifest, *writes):
+    """*manifest* with *writes* ((register, index, value)) replacing those entries."""
+    named = {(r, i) for r, i, _ in writes}
+    return dataclasses.replace(manifest, sxp_config=tuple(
+        c for c in manifest.sxp_config if (c.register, c.index) not in named) + tuple(
+        ConfigWrite(*w) for w in writes))
+
+
+BAD_CONFIGS = (
+    (((SxpRegister.KPHYSMAP, 1, 1),), "both map to region 1"),
+    (((SxpRegister.KSELLIMIT_BASE, 0, 0), (SxpRegister.KSELLIMIT_LIMIT, 0, 1 << 31)),
+     r"region 0 .* overlaps region 1 .*cleartext"),
+    (((SxpRegister.KSELLIMIT_BASE, 1, (1 << 32) + 0x1000_0000),), "does not fit .* 32 bits"),
+)
+
+
+@cocotb.test()
+async def ccu_checks_the_configuration(dut):
+    """The CCU on the RTL's ccu port refuses three flawed manifests (two contexts on one
+    region, a cleartext region over the key regions, a 64-bit region base) with
+    ManifestError before a single CSR operation; the SXP stays untrusted with no exception.
+    Then the host rewrites region 0 in the window between the CCU's last configuration
+    write and its trust request (disjoint: the SXP accepts): the CCU reads the
+    configuration back over the ccu port, and both parties reject the report."""
+    sc = scenario(dut, 33)
+    tb = await setup(dut, sc)
+    port = RtlCcuPort(tb)
+    job = CcuJob(sc, port)
+    certs = [cert for _, cert in job.ids.values()]
+    for writes, match in BAD_CONFIGS:
+        bad = with_config(job.job, *writes)
+        try:
+            await run_ccu(lambda bad=bad: job.cce.create_tee(bad, certs))
+        except ManifestError as e:
+            assert re.search(match, str(e)), f"refused for another reason: {e}"
+        else:
+            raise AssertionError(f"create_tee accepted {writes}")
+        assert port.writes == port.reads == 0, f"{writes}: the port saw {port.writes} writes"
+    st = await tb.ccu_csr.status()
+    assert not st["trusted"] and not st["exc"], st
+    assert job.cce.state is TeeState.READY
+
+    top = max(c.value for c in job.job.sxp_config if c.register is SxpRegister.KSELLIMIT_LIMIT)
+    request = port.set_trusted_mode
+    host_write = resume(tb.host_csr.write_now)
+
+    def racing_host():
+        host_write(tb.regmap["KSEL_BASE0"].addr, top)
+        host_write(tb.regmap["KSEL_LIMIT0"].addr, top + 0x1000)
+        request()
+    port.set_trusted_mode = racing_host
+    await run_ccu(lambda: job.cce.create_tee(job.job, certs))
+    st = await tb.ccu_csr.status()
+    assert st["trusted"] and not st["exc"], st
+    assert await tb.ccu_csr.read(tb.regmap["KSEL_LIMIT0"].addr) == top + 0x1000
+    evidence = job.cce.get_attestation_report()
+    for party in job.parties.values():
+        try:
+            party.verify(evidence)
+        except ManifestMismatchError as e:
+            assert "manifest hash" in str(e), e
+        else:
+            raise AssertionError("a party accepted a report over the host's configuration")
 
 
 # ---- pytest entry ---------------------------------------------------------------------------
