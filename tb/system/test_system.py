@@ -412,6 +412,7 @@ async def ccu_launched(dut, sc, idle=0.1, stall=0.1, make_tb=setup, make_port=Rt
     scanner = Scanner(dut, ("xb_i__", "pcie_i__", "ccu__", "host__") + tuple(skip)) if scan else None
     if scan:
         scanner.baseline()
+    await tb.cycles(1)          # out of the scan's ReadOnly phase: a port's bus drives its inputs
     port = make_port(tb)
     ccu = CcuJob(sc, port)
     await run_ccu(ccu.launch)
