@@ -9,6 +9,8 @@
 #   make verilog                            sim_build/verilog/<design>.v for every design
 #   make waves TEST=<test>                  rerun one test with tracing, open GTKWave
 #   make synth [BLOCK=<design or block>]    Yosys area report (GE, µm² at 45 nm, gate levels)
+#   make timing [BLOCK=<design or block>]   OpenSTA on the OSU 0.18 µm cells: critical paths in ns and FO4,
+#                                           sim_build/reports/timing.{json,md} and docs/area.md
 #   make bench [BLOCK=<block>]              every benchmark, one table, sim_build/reports/bench.json
 #   make formal [BLOCK=<block>] [PROPERTY=<name>]   formal properties (BMC / k-induction), sim_build/reports/formal.json
 #   make formal-fast                        the formal subset make test runs (properties marked fast, their mutants)
@@ -48,7 +50,7 @@ export PYTHONPATH := $(CURDIR)
 # that is software only (ccu) runs its tests in sw/<block>; a name with no tests fails
 # (scripts/blocks.py)
 
-.PHONY: all sim sim-merge test lint unit verilog contracts waves synth bench formal formal-fast mutate coverage soak \
+.PHONY: all sim sim-merge test lint unit verilog contracts waves synth timing bench formal formal-fast mutate coverage soak \
 	clean distclean venv
 all: test
 
@@ -91,6 +93,9 @@ waves: $(READY)
 
 synth: $(READY)
 	$(PY) scripts/synth.py $(BLOCK)
+
+timing: $(READY)
+	$(PY) scripts/timing.py $(BLOCK)
 
 bench: $(READY)
 	$(PY) scripts/bench.py $(BLOCK)

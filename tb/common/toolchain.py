@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 __all__ = ["setup_verilator", "wave_format", "gtkwave_safe_vcd", "have_display", "FST_PACKAGES", "SYSTEM_TOOLS",
-           "system_tool", "require_tool"]
+           "system_tool", "system_file", "require_tool"]
 
 # the headers Verilator's FST writer compiles against (it links -llz4 -lz), by the Debian
 # package that has them
@@ -21,6 +21,7 @@ SYSTEM_TOOLS = {
     "gtkwave": ("gtkwave",), "fst2vcd": ("gtkwave",), "vcd2fst": ("gtkwave",), "vcd2lxt2": ("gtkwave",),
     "lxt2vcd": ("gtkwave",),
     "xvfb-run": ("xvfb", "xauth"), "genhtml": ("lcov",), "yosys": ("yosys",), "openssl": ("openssl",),
+    "sta": ("opensta",),
 }
 # SYSTEM_INSTALL=0 keeps every command from installing a missing tool (what a user without root gets);
 # HIDE_SYSTEM_TOOLS=all (or a comma-separated list) makes tools look missing, to check that what needs
@@ -105,6 +106,15 @@ def system_tool(name, purpose=None):
         _apt_install(packages, lambda: shutil.which(name) is not None, purpose or f"{name} is missing")
         found = shutil.which(name)
     return found
+
+
+def system_file(path, package, purpose):
+    """*path* (a data file of Debian package *package*, e.g. a cell library), installing the package
+    when it is missing and we may (see :func:`system_tool`); None when it cannot be had."""
+    path = Path(path)
+    if not path.exists() and not _hidden(package):
+        _apt_install((package,), path.exists, f"{purpose} needs {path.name}")
+    return path if path.exists() and not _hidden(package) else None
 
 
 def require_tool(name, purpose):
