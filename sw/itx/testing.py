@@ -48,7 +48,7 @@ class ReferenceSxp:
         self.regs = {r: [0] * n for r, n in REGISTER_ENTRIES.items()}
         self.trusted = False
         self.exception = None           # latched cause (irq high while set)
-        self.ignored_host_writes = 0
+        self.ignored_host_writes = self.ignored_ccu_writes = 0
 
     # SxpKeyPort (CCU)
     def install_key(self, phys_ctx, key):
@@ -58,14 +58,18 @@ class ReferenceSxp:
         self.trusted = True
 
     def write_config(self, register, index, value):
-        self.regs[SxpRegister(register)][index] = value
+        """Refused in trusted mode, as the SXP refuses it (counted)."""
+        if self.trusted:
+            self.ignored_ccu_writes += 1
+        else:
+            self.regs[SxpRegister(register)][index] = value
 
     # host CSR port: locked in trusted mode
     def host_write(self, register, index, value):
         if self.trusted:
             self.ignored_host_writes += 1
         else:
-            self.write_config(register, index, value)
+            self.regs[SxpRegister(register)][index] = value
 
     def raise_exception(self, cause):
         if self.exception is None:
