@@ -31,8 +31,10 @@ Pipeline (every path within 24 gate levels, docs/pcie.md § Timing):
   and written back, so the next beat — even the first beat of a completion of the same
   tag, in the next cycle — reads the updated entry: no bubble and no forwarding. The check
   treats the tag allocated in the cycle before as unknown (its rows are being written):
-  a completion thus sees exactly the reads allocated before the cycle it was accepted in,
-  as without the check register. ``cpl_o`` is registered: 2 cycles from ``cpl_i``.
+  a completion checked in the cycle after it was accepted thus sees exactly the reads
+  allocated before the cycle it was accepted in, as without the check register (one that
+  waits in the register under back-pressure sees the table as it is when it leaves).
+  ``cpl_o`` is registered: 2 cycles from ``cpl_i``.
 
 Completion checks on the first beat (the lowest-numbered failing one is the cause,
 :class:`~hw.pcie.layout.Cause`): tag not live (>= ``entries``, free, timed out) →
@@ -172,8 +174,14 @@ class PcieReadTable(wiring.Component):
     def __init__(self, entries=256, rcb=64, max_payload=256, max_read=1024, lanes=1, *,
                  _formal_mutant=None):
         self.params = check_params(entries, rcb, max_payload, max_read, lanes)
-        # test-only (formal/pcie.py): "counters_wrap" drops the counters' saturation
-        if _formal_mutant not in (None, "counters_wrap"):
+        # test-only seeded bugs (formal/pcie.py; never set in a design): "counters_wrap" drops
+        # the counters' saturation; "accept_free" takes a completion for a free tag,
+        # "cc_every" sets cc on every completion (the first of a split read too),
+        # "free_early" frees the tag on every completion, "left_off_by_one" writes back one
+        # granule too few still expected, "uncounted_unknown" drops a completion for an
+        # unknown tag without counting it
+        if _formal_mutant not in (None, "counters_wrap", "accept_free", "cc_every", "free_early",
+                                  "left_off_by_one", "uncounted_unknown"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         beat = beat_layout(lanes)
@@ -243,6 +251,8 @@ class PcieReadTable(wiring.Component):
         pad = (1 << aw) - n
         live_p = Cat(t.live, Const(0, pad)) if pad else t.live
         known = live_p.bit_select(t.idx, 1) & ~(t.fresh & (tag == t.fresh_tag))
+        if self._formal_mutant == "accept_free":
+            known = ~(t.fresh & (tag == t.fresh_tag))
         if n < (1 << TAG_BITS):
             known = known & (tag < n)
         known = _wire(m, known, "cpl_known")
@@ -303,7 +313,7 @@ class PcieReadTable(wiring.Component):
         m.d.comb += [
             new_hdr.kind.eq(Kind.READ_CPL), new_hdr.tile.eq(t.st_r.data.tile),
             new_hdr.addr.eq(beat.hdr.addr), new_hdr.length.eq(beat.hdr.length),
-            new_hdr.aes.eq(t.st_r.data.aes), new_hdr.cc.eq(t.finish),
+            new_hdr.aes.eq(t.st_r.data.aes), new_hdr.cc.eq(Const(1) if self._formal_mutant == "cc_every" else t.finish),
             new_hdr.key_index.eq(t.st_r.data.key_index), new_hdr.tag.eq(t.tag),
         ]
         emit, emit_first, emit_last = Signal(name="emit"), Signal(name="emit_first"), Signal(name="emit_last")
@@ -324,7 +334,11 @@ class PcieReadTable(wiring.Component):
         with m.Switch(t.state):
             with m.Case(_State.START):
                 with m.If(take & t.bad):
-                    event(t.cause, t.tag)
+                    if self._formal_mutant == "uncounted_unknown":
+                        with m.If(t.cause != Cause.UNKNOWN_TAG.value):
+                            event(t.cause, t.tag)
+                    else:
+                        event(t.cause, t.tag)
                     with m.If(~beat.last):
                         goto(_State.DROP)
                 with m.Elif(take):
@@ -429,11 +443,15 @@ class PcieReadTable(wiring.Component):
         self._packets(m, t)
         self._timer(m, t)
 
-        cpl_free = _wire(m, t.cpl_write & t.finish, "cpl_free")
+        cpl_free = _wire(m, t.cpl_write if self._formal_mutant == "free_early" else t.cpl_write & t.finish,
+                         "cpl_free")
+        left_after = t.entry_left - t.units
+        if self._formal_mutant == "left_off_by_one":
+            left_after = left_after - 1
         m.d.comb += [
             dy_cpl.addr.eq(t.idx), dy_cpl.en.eq(t.cpl_write & ~t.finish),
             dy_cpl.data.next.eq(t.end),      # = entry_next + units: the address matched
-            dy_cpl.data.left.eq(t.entry_left - t.units),
+            dy_cpl.data.left.eq(left_after),
         ]
         exp_any, exp_oh, exp_idx = _lowest(m, expired, "expiry")
         with m.If(exp_any):
