@@ -12,9 +12,10 @@ import dataclasses
 
 import pytest
 
+from hw.sxp.regs import ADDR_KEY, ADDR_KEY_COMMIT, KEY_WORDS
 from hw.sxp.regs import Cause as SxpCause
 from sw.ccu.cce import TeeState
-from sw.ccu.errors import ApiOrderError, ManifestError, ManifestMismatchError
+from sw.ccu.errors import ApiOrderError, ManifestError, ManifestMismatchError, TrustedModeError
 from sw.ccu.manifest import ConfigWrite
 from sw.ccu.sxp_port import ExceptionSource, SxpRegister
 from sw.itx.csr import CsrConfigWriter
@@ -171,3 +172,28 @@ def test_host_change_in_the_window_is_rejected_by_the_parties():
     for party in ccu.parties.values():
         with pytest.raises(ManifestMismatchError, match="manifest hash"):
             party.verify(evidence)
+
+
+def test_sxp_refusing_trust_stops_the_ccu():
+    """The host maps context 1 onto context 0's region in the window before CTRL.trust:
+    the golden SXP refuses trusted mode (CONFIG); create_tee raises TrustedModeError,
+    signs nothing and stays READY; no key reaches the SXP; the CONFIG event is logged."""
+    sc = Scenario(seed=25)
+    dev, ccu, bus = device_and_ccu(sc)
+    ccu_port = ccu.device.port
+    request = ccu_port.set_trusted_mode
+
+    def racing_host():
+        CsrConfigWriter(dev.host_csr)(SxpRegister.KPHYSMAP, 1, 1)
+        request()
+    ccu_port.set_trusted_mode = racing_host
+    with pytest.raises(TrustedModeError, match="refused trusted mode"):
+        ccu.cce.create_tee(ccu.job, [cert for _, cert in ccu.ids.values()])
+    assert not dev.model.trusted and dev.model.record.cause is SxpCause.CONFIG
+    assert ccu.cce.state is TeeState.READY
+    with pytest.raises(ApiOrderError):
+        ccu.cce.get_attestation_report()
+    keys = {ADDR_KEY + 4 * k for k in range(KEY_WORDS)} | {ADDR_KEY_COMMIT}
+    assert bus.writes and not keys & {addr for addr, _ in bus.writes}, "a key word was written"
+    event = ccu.cce.on_exception()
+    assert event.cause.code == SxpCause.CONFIG.value and not event.stopped

@@ -36,7 +36,7 @@ from cocotb.task import resume
 
 from hw.sxp.regs import Cause as SxpCause
 from sw.ccu.cce import ResumePoint, TeeState
-from sw.ccu.errors import ApiOrderError, ManifestError, ManifestMismatchError
+from sw.ccu.errors import ApiOrderError, ManifestError, ManifestMismatchError, TrustedModeError
 from sw.ccu.keypkg import NONCE_SIZE
 from sw.ccu.manifest import ConfigWrite
 from sw.ccu.sxp_port import ExceptionCause, ExceptionSource, SxpRegister
@@ -535,9 +535,11 @@ async def ccu_checks_the_configuration(dut):
     """The CCU on the RTL's ccu port refuses three flawed manifests (two contexts on one
     region, a cleartext region over the key regions, a 64-bit region base) with
     ManifestError before a single CSR operation; the SXP stays untrusted with no exception.
-    Then the host rewrites region 0 in the window between the CCU's last configuration
-    write and its trust request (disjoint: the SXP accepts): the CCU reads the
-    configuration back over the ccu port, and both parties reject the report."""
+    Then the host writes in the window between the CCU's last configuration write and its
+    trust request: context 1 onto context 0's region — the SXP refuses (CONFIG), the CCU
+    raises TrustedModeError and stays READY; on the next try a cleartext region 0 disjoint
+    from the key regions — the SXP accepts, the CCU reads the configuration back over the
+    ccu port, and both parties reject the report."""
     sc = scenario(dut, 33)
     tb = await setup(dut, sc)
     port = RtlCcuPort(tb)
@@ -559,12 +561,31 @@ async def ccu_checks_the_configuration(dut):
     top = max(c.value for c in job.job.sxp_config if c.register is SxpRegister.KSELLIMIT_LIMIT)
     request = port.set_trusted_mode
     host_write = resume(tb.host_csr.write_now)
+    race = []
 
     def racing_host():
-        host_write(tb.regmap["KSEL_BASE0"].addr, top)
-        host_write(tb.regmap["KSEL_LIMIT0"].addr, top + 0x1000)
+        for addr, value in race:
+            host_write(addr, value)
         request()
     port.set_trusted_mode = racing_host
+
+    # the host maps context 1 onto context 0's region: the SXP refuses trusted mode
+    # (CONFIG), the CCU raises TrustedModeError and creates nothing
+    race[:] = [(tb.regmap["KPHYSMAP1"].addr, 1)]
+    try:
+        await run_ccu(lambda: job.cce.create_tee(job.job, certs))
+    except TrustedModeError as e:
+        assert "refused trusted mode" in str(e), e
+    else:
+        raise AssertionError("create_tee went on after the SXP refused trusted mode")
+    st = await tb.ccu_csr.status()
+    assert not st["trusted"] and st["exc"] and st["cause"] == SxpCause.CONFIG.value, st
+    assert job.cce.state is TeeState.READY
+    event = await run_ccu(job.cce.on_exception)
+    assert event.cause.code == SxpCause.CONFIG.value and not event.stopped, event
+
+    # the host adds a disjoint cleartext region instead: trusted, but attested as read
+    race[:] = [(tb.regmap["KSEL_BASE0"].addr, top), (tb.regmap["KSEL_LIMIT0"].addr, top + 0x1000)]
     await run_ccu(lambda: job.cce.create_tee(job.job, certs))
     st = await tb.ccu_csr.status()
     assert st["trusted"] and not st["exc"], st
