@@ -25,8 +25,10 @@ The report's manifest hash is :meth:`JobManifest.hash` with ``live_config``, the
 configuration the CCU read back from the SXP after entering trusted mode: the ``n_config``
 entries are the manifest's own with the values read back, followed by every entry the
 manifest does not name that reads back other than its reset value (register and index
-ascending); an entry the SXP does not have reads back None and is encoded with bit 7 of
-its register byte set and value 0. So it equals the plain manifest hash exactly when the
+ascending). An entry the SXP does not have reads back None: encoded with bit 7 of its
+register byte set and value 0 when the manifest names it, left out when it is a KPHYSMAP
+entry the manifest does not name (an SXP with fewer than 16 contexts has no such
+register); any other entry missing is encoded with the mark. So it equals the plain manifest hash exactly when the
 live configuration is the manifest's, and a relying party checking the manifest hash
 checks the live configuration too.
 """
@@ -102,9 +104,9 @@ class JobManifest:
         if live_config is not None:
             named = {(SxpRegister(r), i) for r, i, _ in entries}
             entries = [(r, i, live_config.get((SxpRegister(r), i))) for r, i, _ in entries]
-            entries += [(r, i, live_config[r, i]) for r, i in config_entries()
-                        if (r, i) not in named and live_config.get((r, i)) is not None
-                        and live_config[r, i] != reset_value(r, i)]
+            entries += [(r, i, v) for (r, i), v in ((e, live_config.get(e)) for e in config_entries())
+                        if (r, i) not in named and v != reset_value(r, i)
+                        and not (v is None and r is SxpRegister.KPHYSMAP)]
         out.append(struct.pack(">H", len(entries)))
         out += [struct.pack(">BBQ", r, i, v) if v is not None else struct.pack(">BBQ", r | 0x80, i, 0)
                 for r, i, v in entries]

@@ -215,11 +215,15 @@ def test_report_over_the_manifests_configuration_is_accepted(device, manifest, i
 
 def test_live_hash_of_a_smaller_sxp(manifest):
     """An SXP with 4 contexts has no KPHYSMAP 4..15 (read back None): the hash is still the
-    manifest's when the manifest does not name them, and differs when it names one."""
+    manifest's when the manifest does not name them, and differs when it names one; a
+    region entry missing always changes it."""
     live = dict(manifest.configuration())
     for p in range(4, 16):
         live[KP, p] = None
     assert manifest.hash(live) == manifest.hash()
+    gap = dict(manifest.configuration())
+    gap[B, 9] = None                            # a region register the port could not read
+    assert manifest.hash(gap) != manifest.hash()
     named = with_config(manifest, (KP, 5, 6))
     live5 = dict(named.configuration())
     live5[KP, 5] = None
