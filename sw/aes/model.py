@@ -7,12 +7,26 @@ Blocks and keys are ``bytes`` in FIPS-197 byte order (byte 0 first). The RTL car
 :func:`encrypt_block` keeps the schedules of the last keys it expanded: the GCM model
 encrypts every counter block of a frame under one key, and the key expansion is most of
 the cost of a block here.
+
+Errors: a key or block of the wrong size, or an integer out of its 256/128-bit range,
+raises :class:`AesInputError` (a ValueError); one of the wrong type (not bytes, not an
+int) :class:`AesInputTypeError` (an AesInputError and a TypeError).
 """
 import functools
 
-__all__ = ["SBOX", "INV_SBOX", "expand_key", "encrypt_block", "encrypt_int", "ROUNDS"]
+__all__ = ["SBOX", "INV_SBOX", "expand_key", "encrypt_block", "encrypt_int", "ROUNDS",
+           "AesInputError", "AesInputTypeError"]
 
 ROUNDS = 14  # AES-256
+_BYTES = (bytes, bytearray, memoryview)
+
+
+class AesInputError(ValueError):
+    """A key or block of the wrong size or out of range."""
+
+
+class AesInputTypeError(AesInputError, TypeError):
+    """A key or block that is not bytes (or, for :func:`encrypt_int`, not an int)."""
 
 
 def _xtime(a):
@@ -50,8 +64,10 @@ INV_SBOX = tuple(SBOX.index(v) for v in range(256))
 
 def expand_key(key):
     """The 15 round keys (16 bytes each) of a 32-byte key, FIPS-197 §5.2."""
+    if not isinstance(key, _BYTES):
+        raise AesInputTypeError(f"an AES key is bytes, not {type(key).__name__}")
     if len(key) != 32:
-        raise ValueError(f"AES-256 needs a 32-byte key, not {len(key)} bytes")
+        raise AesInputError(f"AES-256 needs a 32-byte key, not {len(key)} bytes")
     words = [list(key[4 * i:4 * i + 4]) for i in range(8)]
     rcon = 1
     for i in range(8, 4 * (ROUNDS + 1)):
@@ -82,9 +98,12 @@ def _mix_column(col):
 
 
 def encrypt_block(key, block):
-    """E_K(block) for a 32-byte key and a 16-byte block."""
+    """E_K(block) for a 32-byte key and a 16-byte block (errors: see the module docstring)."""
+    if not isinstance(block, _BYTES) or not isinstance(key, _BYTES):
+        raise AesInputTypeError(f"AES takes a bytes key and block, not {type(key).__name__} and "
+                                f"{type(block).__name__}")
     if len(block) != 16:
-        raise ValueError(f"an AES block is 16 bytes, not {len(block)}")
+        raise AesInputError(f"an AES block is 16 bytes, not {len(block)}")
     round_keys = _round_keys(bytes(key))
     state = [b ^ k for b, k in zip(block, round_keys[0])]  # state[4c + r]: column c, row r
     for rnd in range(1, ROUNDS + 1):
@@ -97,6 +116,11 @@ def encrypt_block(key, block):
 
 
 def encrypt_int(key, block):
-    """:func:`encrypt_block` on bus-lane integers (byte *k* in bits 8k+7..8k)."""
+    """:func:`encrypt_block` on bus-lane integers (byte *k* in bits 8k+7..8k): a 256-bit
+    key and a 128-bit block (errors: see the module docstring)."""
+    if type(key) is not int or type(block) is not int:
+        raise AesInputTypeError(f"encrypt_int takes ints, not {type(key).__name__} and {type(block).__name__}")
+    if key >> 256 or block >> 128 or key < 0 or block < 0:
+        raise AesInputError("the key is a 256-bit and the block a 128-bit unsigned int")
     ct = encrypt_block(key.to_bytes(32, "little"), block.to_bytes(16, "little"))
     return int.from_bytes(ct, "little")

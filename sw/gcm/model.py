@@ -47,14 +47,23 @@ Decisions the contract leaves open:
   error channel).
 - :meth:`reset` scrubs every context (key, H, nonce, counter, X, flags) to zero; afterwards
   every op but NOP answers ``err`` until the context gets a key.
+
+Errors: an input that does not fit its field on the core's ports — a ``ctx`` that is not
+a 4-bit value, a key or beat out of its 256/128·L-bit range, an ``op`` that is no
+:class:`Op`, a ``decrypt`` that is not 0 or 1, a nonce that is not 12 bytes — raises
+:class:`GcmInputError` (a ValueError), and :class:`GcmInputTypeError` (also a TypeError)
+when it is not an int (bytes for a nonce) at all. Such an input is refused before the
+model changes state: it is not something the core's ports can carry.
 """
 import hmac
+import operator
 from dataclasses import dataclass
 
 from hw.gcm.layout import BLOCK_BITS, CTX_BITS, KEY_BITS, Op, check_contexts, check_lanes
 from sw.aes.model import encrypt_int
 
-__all__ = ["GcmCoreModel", "Op", "gf128_mul", "ghash_mul_bus", "j0_block", "len_block",
+__all__ = ["GcmCoreModel", "GcmInputError", "GcmInputTypeError", "Op", "gf128_mul", "ghash_mul_bus", "j0_block",
+           "len_block",
            "counter_block", "J0_TAIL", "split_beat", "join_beat", "frame_beats", "h_powers",
            "FrameSecrets", "frame_secrets"]
 
@@ -91,6 +100,25 @@ def ghash_mul_bus(a, b):
     return _bus(gf128_mul(_be(a), _be(b)))
 
 
+class GcmInputError(ValueError):
+    """A port input of the GCM model that does not fit its field."""
+
+
+class GcmInputTypeError(GcmInputError, TypeError):
+    """A port input of the GCM model that is not an int (a nonce: not bytes)."""
+
+
+def _field(value, bits, what):
+    """*value* as an int of *bits* bits (GcmInputError/GcmInputTypeError otherwise)."""
+    if type(value) is not int:
+        if isinstance(value, (float, str, bytes)) or not hasattr(value, "__index__"):
+            raise GcmInputTypeError(f"{what} must be an int, not {value!r}")
+        value = operator.index(value)
+    if value < 0 or value >> bits:
+        raise GcmInputError(f"{what} is a {bits}-bit field, not {value:#x}")
+    return value
+
+
 def counter_block(nonce, ctr):
     """The counter block nonce ‖ [ctr]₃₂ (big-endian counter) in bus lane order;
     *nonce* is the 96-bit bus-lane integer of bytes 0..11."""
@@ -99,8 +127,10 @@ def counter_block(nonce, ctr):
 
 def j0_block(nonce):
     """The IV block J0 = *nonce* (12 bytes) ‖ 00 00 00 01 in bus lane order."""
+    if not isinstance(nonce, (bytes, bytearray, memoryview)):
+        raise GcmInputTypeError(f"the nonce is bytes, not {type(nonce).__name__}")
     if len(nonce) != 12:
-        raise ValueError(f"the nonce is 12 bytes, not {len(nonce)}")
+        raise GcmInputError(f"the nonce is 12 bytes, not {len(nonce)}")
     return int.from_bytes(bytes(nonce) + J0_TAIL, "little")
 
 
@@ -209,29 +239,32 @@ class GcmCoreModel:
 
     @staticmethod
     def _check_ctx(ctx):
-        if not 0 <= ctx < 1 << CTX_BITS:
-            raise ValueError(f"ctx is a {CTX_BITS}-bit field, not {ctx}")
+        return _field(ctx, CTX_BITS, "ctx")
 
     def install_key(self, ctx, key):
-        """Install *key* (256-bit bus-lane int) in context *ctx*: H = E_K(0); idle."""
-        self._check_ctx(ctx)
-        if not 0 <= key <= KEY_MASK:
-            raise ValueError("key is a 256-bit field")
+        """Install *key* (256-bit bus-lane int) in context *ctx*: H = E_K(0); idle.
+        GcmInputError for a ctx or key that does not fit its field."""
+        ctx = self._check_ctx(ctx)
+        key = _field(key, KEY_BITS, "key")
         if ctx >= self.contexts:
             return
         self._ctx[ctx] = _Context(key=key, h=encrypt_int(key, 0), has_key=True)
 
     def step(self, block, ctx, op, decrypt):
         """One ``i`` transfer (*block*: the beat, 128·lanes bits); returns
-        ``(o.block, o.tag_ok, o.err)`` as ints."""
-        self._check_ctx(ctx)
+        ``(o.block, o.tag_ok, o.err)`` as ints. GcmInputError for an input that does not
+        fit its field (see the module docstring), before anything changes."""
+        ctx = self._check_ctx(ctx)
         lanes = self.lanes
-        if not 0 <= block < 1 << (BLOCK_BITS * lanes):
-            raise ValueError(f"block is a {BLOCK_BITS * lanes}-bit field")
-        op = Op(op)                       # every 2-bit code is an op; anything else raises
+        block = _field(block, BLOCK_BITS * lanes, "block")
+        if not isinstance(op, Op):
+            try:
+                op = Op(_field(op, 2, "op"))      # every 2-bit code is an op
+            except ValueError as e:
+                raise GcmInputError(f"op {op!r} is no Op") from e
+        decrypt = bool(_field(decrypt, 1, "decrypt"))
         if op is Op.NOP:
             return block, 0, 0
-        decrypt = bool(decrypt)
         if ctx >= self.contexts:
             return self._err()
         c = self._ctx[ctx]

@@ -11,7 +11,15 @@
   so that hits, misses and RBT fetch addresses are predicted exactly, whatever the memory
   latency (the RTL allocates at the miss), and each lone request's latency
   (:meth:`Result.latency`; a stream's answer cycles: :mod:`sw.gpushield.timing`).
+
+Errors: a value that does not fit the field it stands for — a key, buffer id, pointer,
+slot or any field of a :class:`WarpRequest` (base, lane pointers, mask, size_log2,
+store, tag) — raises :class:`BcuInputError` (a ValueError), :class:`BcuInputTypeError`
+(also a TypeError) when it is not an int at all (a float, a string, a request that is not
+a WarpRequest), before the model changes state. Packing goes through
+:mod:`sw.common.payload`, whose errors (PayloadError, a ValueError) it raises.
 """
+import operator
 from dataclasses import dataclass, field
 
 from hw.gpushield.layout import (
@@ -41,7 +49,7 @@ __all__ = ["ROUNDS", "round_keys", "feistel_f", "encrypt_id", "decrypt_id", "pac
            "unpack_fields", "pointer", "t1_pointer", "t2_pointer", "t3_pointer", "pointer_kind",
            "pointer_addr", "pointer_eid", "with_addr", "pack_entry", "unpack_entry",
            "WarpRequest", "Uop", "Result", "SlotState", "BCUModel", "rbt_block_hit", "L1_ENTRIES",
-           "L2_ENTRIES", "LATENCY"]
+           "L2_ENTRIES", "LATENCY", "BcuInputError", "BcuInputTypeError"]
 
 ROUNDS = 4
 HALF_MASK = (1 << HALF_BITS) - 1
@@ -58,11 +66,33 @@ L2_ENTRIES = 64
 LATENCY = {"direct": 1, "L1": 1, "L2": 2, "mem": 4}
 
 
+class BcuInputError(ValueError):
+    """A key, id, pointer, slot or request field that does not fit its field."""
+
+
+class BcuInputTypeError(BcuInputError, TypeError):
+    """A key, id, pointer, slot or request field that is not an int (or a request that is
+    not a :class:`WarpRequest`)."""
+
+
+def _word(value, bits, what):
+    """*value* as an unsigned int of *bits* bits (BcuInputError/BcuInputTypeError)."""
+    if type(value) is not int:
+        if isinstance(value, (float, str, bytes)):
+            raise BcuInputTypeError(f"{what} must be an int, not {value!r}")
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise BcuInputTypeError(f"{what} must be an int, not {value!r}") from None
+    if value < 0 or value >> bits:
+        raise BcuInputError(f"{what} {value:#x} is not a {bits}-bit value")
+    return value
+
+
 # ---------------------------------------------------------------------------- cipher
 def round_keys(key):
-    """``k_r = (K >> 16 r) & 0xFFFF`` for r = 0..3."""
-    if not 0 <= key < (1 << KEY_BITS):
-        raise ValueError(f"key {key:#x} is not a {KEY_BITS}-bit value")
+    """``k_r = (K >> 16 r) & 0xFFFF`` for r = 0..3 (BcuInputError: not a 64-bit key)."""
+    key = _word(key, KEY_BITS, "key")
     return [(key >> (16 * r)) & 0xFFFF for r in range(ROUNDS)]
 
 
@@ -73,8 +103,7 @@ def feistel_f(x, k):
 
 def encrypt_id(buffer_id, key):
     """The 14-bit encryption of *buffer_id* under the 64-bit per-launch *key*."""
-    if not 0 <= buffer_id <= ID_MASK:
-        raise ValueError(f"buffer id {buffer_id} is not a {ID_BITS}-bit value")
+    buffer_id = _word(buffer_id, ID_BITS, "buffer id")
     left, right = buffer_id >> HALF_BITS, buffer_id & HALF_MASK
     for k in round_keys(key):
         left, right = right, left ^ feistel_f(right, k)
@@ -83,8 +112,7 @@ def encrypt_id(buffer_id, key):
 
 def decrypt_id(enc, key):
     """Inverse of :func:`encrypt_id`: the rounds backwards."""
-    if not 0 <= enc <= ID_MASK:
-        raise ValueError(f"encrypted id {enc} is not a {ID_BITS}-bit value")
+    enc = _word(enc, ID_BITS, "encrypted id")
     left, right = enc >> HALF_BITS, enc & HALF_MASK
     for k in reversed(round_keys(key)):
         left, right = right ^ feistel_f(left, k), left
@@ -128,9 +156,13 @@ def _field(value, slice_):
     return (value >> slice_[0]) & ((1 << slice_[1]) - 1)
 
 
+_POINTER_BITS = pointer_layout.size
+
+
 def pointer_kind(p):
     """The type the BCU decodes: a Type 3 pointer with non-zero reserved bits 61..54 is
-    INVALID."""
+    INVALID. (These decoders take a 64-bit pointer: BcuInputError otherwise.)"""
+    p = _word(p, _POINTER_BITS, "pointer")
     kind = _KINDS[_field(p, _TYPE)]
     if kind is PtrType.T3 and _field(_field(p, _META), _RESERVED):
         return PtrType.INVALID
@@ -138,15 +170,15 @@ def pointer_kind(p):
 
 
 def pointer_addr(p):
-    return _field(p, _ADDR)
+    return _field(_word(p, _POINTER_BITS, "pointer"), _ADDR)
 
 
 def pointer_eid(p):
-    return _field(p, _META)
+    return _field(_word(p, _POINTER_BITS, "pointer"), _META)
 
 
 def pointer_log2_size(p):
-    return _field(_field(p, _META), _LOG2)
+    return _field(_field(_word(p, _POINTER_BITS, "pointer"), _META), _LOG2)
 
 
 def with_addr(p, addr):
@@ -376,15 +408,29 @@ class BCUModel:
         return entry
 
     # -------------------------------------------------------------- the check
+    def _check_request(self, req):
+        """BcuInputError unless *req* is a WarpRequest of this BCU's lanes whose every field
+        fits the ``req`` payload."""
+        if not isinstance(req, WarpRequest):
+            raise BcuInputTypeError(f"a request is a WarpRequest, not {type(req).__name__}")
+        if not isinstance(req.addrs, (list, tuple)):
+            raise BcuInputTypeError(f"WarpRequest.addrs is a list of pointers, not {req.addrs!r}")
+        if req.lanes != self.lanes:
+            raise BcuInputError(f"request of {req.lanes} lanes for a {self.lanes}-lane BCU")
+        _word(req.base, _POINTER_BITS, "base pointer")
+        for k, p in enumerate(req.addrs):
+            _word(p, _POINTER_BITS, f"lane {k} pointer")
+        for name, (_, width) in field_slices(_req_layout(self.lanes)).items():
+            if name not in ("base", "addr"):
+                _word(getattr(req, name), width, f"request {name}")
+
     def uops(self, req, slot=0):
         """The micro-ops of *req* on *slot* (front stage), without lookups. In priority
         order: a slot that does not exist or is not active (cause 3, every active lane);
         lanes of a bad type (cause 5); store lanes into an active slot's RBT (cause 6);
         then Type 1 / Type 3 / one Type 2 group per encrypted id."""
-        if req.lanes != self.lanes:
-            raise ValueError(f"request of {req.lanes} lanes for a {self.lanes}-lane BCU")
-        if not 0 <= slot < 1 << SLOT_BITS:
-            raise ValueError(f"slot {slot} does not fit req_slot ({SLOT_BITS} bits)")
+        self._check_request(req)
+        slot = _word(slot, SLOT_BITS, "slot (req_slot)")
         va = [pointer_addr(p) for p in req.addrs]
         kinds = [pointer_kind(p) for p in req.addrs]
         active = req.active()

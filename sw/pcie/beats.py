@@ -9,8 +9,8 @@ retypes a bit position.
 Errors: :func:`encode` and :func:`decode` raise :mod:`sw.common.payload`'s errors
 (:class:`~sw.common.payload.PayloadError`, a ValueError, and its TypeError/KeyError
 subclasses) for a beat or integer that does not fit the layout, and PayloadError for
-*lanes* other than 1, 2, 4. :func:`check_packet` raises :class:`PacketError` for a packet
-(list of beats) that is not well formed.
+*lanes* other than 1, 2, 4. :func:`check_beat` and :func:`check_packet` raise
+:class:`PacketError` for a beat or packet (list of beats) that is not well formed.
 """
 from dataclasses import dataclass, field
 
@@ -19,7 +19,7 @@ from sw.common.packet import HEADER_FIELDS, header
 from sw.common.payload import PayloadError, PayloadTypeError, pack, unpack
 
 __all__ = ["Beat", "header", "encode", "decode", "HEADER_FIELDS", "PacketError", "PacketTypeError",
-           "check_packet"]
+           "check_beat", "check_packet"]
 
 _BEAT = {lanes: beat_layout(lanes) for lanes in (1, 2, 4)}
 
@@ -69,22 +69,34 @@ class PacketTypeError(PacketError, TypeError):
     """A packet that is not a list of :class:`~sw.pcie.beats.Beat` at all."""
 
 
+def check_beat(beat, lanes=1, hdr=True, what="beat"):
+    """Raise :class:`PacketError` unless *beat* is a :class:`Beat` whose data is an int of
+    16·*lanes* bytes, whose ``first`` and ``last`` are 0 or 1 and (with *hdr*) whose header
+    is a dict of every field, each in range (:class:`PacketTypeError` if it is no Beat)."""
+    beat_bytes = _beat_bytes(lanes)
+    if not isinstance(beat, Beat):
+        raise PacketTypeError(f"{what} is a {type(beat).__name__}, not a Beat")
+    if type(beat.data) is not int or not 0 <= beat.data < 1 << 8 * beat_bytes:
+        raise PacketError(f"{what}: data {beat.data!r} is not a {beat_bytes}-byte int")
+    if beat.first not in (0, 1) or beat.last not in (0, 1):
+        raise PacketError(f"{what}: first/last {beat.first!r}/{beat.last!r} are not bits")
+    if hdr:
+        h = beat.hdr
+        if not isinstance(h, dict) or h.keys() != set(HEADER_FIELDS):
+            raise PacketError(f"{what}: the header is not a dict of the fields {HEADER_FIELDS}: {h!r}")
+        try:
+            header(**h)
+        except PayloadError as e:
+            raise PacketError(f"{what}: bad header: {e}") from None
+
+
 def check_packet(packet, lanes=1):
     """Raise :class:`PacketError` unless *packet* is a non-empty list (or tuple) of
-    :class:`Beat`, the first with a header dict of every field in range, each beat's data
-    an int of 16·*lanes* bytes (:class:`PacketTypeError` if it is not a list of Beats)."""
-    beat_bytes = _beat_bytes(lanes)
-    if not isinstance(packet, (list, tuple)) or not all(isinstance(b, Beat) for b in packet):
+    :class:`Beat` (:func:`check_beat`; only the first beat's header is checked: receivers
+    ignore the others) (:class:`PacketTypeError` if it is not a list of Beats)."""
+    if not isinstance(packet, (list, tuple)):
         raise PacketTypeError(f"a packet is a list of Beat, not {packet!r}")
     if not packet:
         raise PacketError("an empty packet (no beats)")
-    h = packet[0].hdr
-    if not isinstance(h, dict) or h.keys() != set(HEADER_FIELDS):
-        raise PacketError(f"the first beat's header is not a dict of the fields {HEADER_FIELDS}: {h!r}")
-    try:
-        header(**h)
-    except PayloadError as e:
-        raise PacketError(f"bad packet header: {e}") from None
     for i, b in enumerate(packet):
-        if type(b.data) is not int or not 0 <= b.data < 1 << 8 * beat_bytes:
-            raise PacketError(f"beat {i}: data {b.data!r} is not a {beat_bytes}-byte int")
+        check_beat(b, lanes, hdr=i == 0, what=f"beat {i}")

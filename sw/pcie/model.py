@@ -44,6 +44,13 @@ Requests are trusted (they come from the SXP): address a multiple of the granule
 a multiple of the granule in granule .. max_read, not wrapping past 2³². :meth:`step` raises :class:`ModelError`
 for one that is not, and for a request accepted while every tag is outstanding (the RTL
 must back-pressure).
+
+Malformed input: a ``req`` or ``cpl`` that is not a beat the port can carry — not a
+:class:`~sw.pcie.beats.Beat`, data wider than the beat, ``first``/``last`` not bits, a
+request header or a completion's first-beat header missing a field or out of range — is
+refused by :meth:`RdTableModel.step` with :class:`sw.pcie.beats.PacketError` (a
+ValueError) before the model changes state; *timeout* must be an int >= 0 (PacketError).
+The headers of later completion beats are not checked: the table ignores them.
 """
 import heapq
 from collections import deque
@@ -52,7 +59,7 @@ from dataclasses import dataclass
 from hw.pcie.layout import COUNTER_BITS, TIMEOUT_STEPS, Cause, check_params
 from hw.sxp.packet import Kind
 
-from .beats import Beat, header
+from .beats import Beat, PacketError, check_beat, header
 
 __all__ = ["RdTableModel", "ModelError", "Entry", "AGE_EXPIRED", "timeout_bounds",
            "CheckRegister"]
@@ -141,7 +148,13 @@ class RdTableModel:
     def step(self, req=None, cpl=None, timeout=0):
         """One cycle in which the table accepted *req* (a :class:`Beat` or None) on
         ``req_i`` and *cpl* on ``cpl_i``, with ``timeout`` = *timeout*. Returns the tag the
-        request got (or None)."""
+        request got (or None). PacketError for malformed input (module docstring)."""
+        if req is not None:
+            check_beat(req, self.params.lanes, what="req_i beat")
+        if cpl is not None:
+            check_beat(cpl, self.params.lanes, hdr=self.pkt_state == "start", what="cpl_i beat")
+        if type(timeout) is not int or timeout < 0:
+            raise PacketError(f"timeout {timeout!r} is not an int >= 0")
         self.cycle += 1
         # decisions on the state before the edge
         report = min(self._expired) if self._expired else None
