@@ -312,12 +312,13 @@ def check(prop, pre, mutate_lines, work, solver_env, timeout, induction):
     except OSError:
         shutil.copyfile(pre, work / "pre.il")
     rc, _ = yosys("read_rtlil pre.il\n" + "".join(ln + "\n" for ln in mutate_lines) + lower, work, "prep", timeout)
-    out = {"result": "error", "how": "yosys", "checks": [], "seconds": 0.0}
+    out = {"result": "error", "how": "yosys", "checks": [], "seconds": 0.0, "bmc": None}
     if rc == 0:
         smtbmc = [SMTBMC, "-s", solver]
         run(smtbmc + ["-t", prop.depth, "--dump-vcd", "cex.vcd", "harness.smt2"], work / "bmc.log", work,
             timeout, env)
         bmc = runner.parse_bmc((work / "bmc.log").read_text(errors="replace"))
+        out["bmc"] = bmc["result"]
         if bmc["result"] == "fail":
             vcd = work / "cex.vcd"
             out.update(result="fail", how=f"bmc step {bmc['failed_step']}",
@@ -519,7 +520,7 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
                 "induction": prop.induction, "baseline": res["result"], "baseline_how": res["how"],
                 "seconds": res["seconds"]}
         # an induction that does not close on the original is no kill on a mutant: BMC only then
-        if res["result"] == "pass" or (res["result"] == "timeout" and res["how"] == "induction incomplete"):
+        if res["bmc"] == "pass":
             info["baseline"] = "pass"
             info["uses_induction"] = res["how"] == "bmc + induction"
             usable.append((prop, pre, maps, info))
