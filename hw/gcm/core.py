@@ -150,11 +150,18 @@ class GcmCore(wiring.Component):
     depth of the GHASH multipliers (area against logic depth).
     """
 
+    TAG_MUTANTS = ("compare_64", "compare_96", "stale_compare", "wrong_lane", "check_data",
+                   "check_err", "ctx0_active")
+
     def __init__(self, contexts=16, lanes=1, *, karatsuba=4, _formal_mutant=None):
         self.contexts = check_contexts(contexts)
         # test-only seeded bugs for formal/ (never set in a design): the reset leaves the
-        # contexts' "keep_h" H or "keep_key" key unscrubbed
-        if _formal_mutant not in (None, "keep_h", "keep_key"):
+        # contexts' "keep_h" H or "keep_key" key unscrubbed; the tag compare covers only
+        # the low 64 / 96 bits ("compare_64", "compare_96"), takes the compare of the
+        # beat before ("stale_compare"), compares lane 0 instead of the tag lane
+        # ("wrong_lane"), also answers a DATA beat ("check_data") or a MAC refused with
+        # err ("check_err"); the err decision reads context 0's active flag ("ctx0_active")
+        if _formal_mutant not in (None, "keep_h", "keep_key", *self.TAG_MUTANTS):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         self.lanes = check_lanes(lanes)
@@ -231,6 +238,8 @@ class GcmCore(wiring.Component):
         is_iv, is_data, is_mac = ip.op == Op.IV, ip.op == Op.DATA, ip.op == Op.MAC
         is_nop = ip.op == Op.NOP
         active = self._c_active.bit_select(ictx, 1)
+        if self._formal_mutant == "ctx0_active":
+            active = self._c_active[0]
         has_key = self._c_has_key.bit_select(ictx, 1)
         nonce = Signal(NONCE_BITS)
         beat = Signal(self._beat_bits)
@@ -374,7 +383,8 @@ class GcmCore(wiring.Component):
         m.d.comb += [
             q.early.eq(Cat(*early)),
             q.v.eq(Cat(*v)),
-            q.mask.eq(Mux(is_mac & ~om.install, _lane(om.blk, last) ^ _lane(ek, last), 0)),
+            q.mask.eq(Mux(is_mac & ~om.install, _lane(om.blk, 0 if self._formal_mutant == "wrong_lane" else last)
+                          ^ _lane(ek, last), 0)),
             q.ctx.eq(om.ctx),
             q.op.eq(om.op),
             q.err.eq(om.err),
@@ -384,6 +394,10 @@ class GcmCore(wiring.Component):
             q.tag.eq(is_mac & ~om.err & ~om.install),
             q.check.eq(is_mac & ~om.err & ~om.install & om.decrypt),
         ]
+        if self._formal_mutant == "check_data":
+            m.d.comb += q.check.eq((is_mac | is_data) & ~om.err & ~om.install & om.decrypt)
+        if self._formal_mutant == "check_err":
+            m.d.comb += q.check.eq(is_mac & ~om.install & om.decrypt)
         p = Signal(_operand_layout(lanes), reset_less=True)
         with m.If(advance_p | rst):
             m.d.sync += [
@@ -480,6 +494,9 @@ class GcmCore(wiring.Component):
         block = Cat(*(_lane(p.early, k) for k in range(last)),
                     _lane(p.early, last) ^ Mux(p.tag, x_new, 0))
         diff = x_new ^ p.mask               # tag ⊕ received tag
+        if self._formal_mutant in ("compare_64", "compare_96"):
+            kept = int(self._formal_mutant[-2:])
+            diff = Cat(diff[:kept], Const(0, BLOCK_BITS - kept))
         group = BLOCK_BITS // TAG_OR_GROUPS
         o_block = Signal(BLOCK_BITS * lanes, reset_less=True)
         o_ctx = Signal(CTX_BITS)
@@ -506,3 +523,8 @@ class GcmCore(wiring.Component):
             self.o.payload.err.eq(o_err),
             self.o.payload.tag_ok.eq(o_check & ~o_neq.any()),
         ]
+        if self._formal_mutant == "stale_compare":
+            neq_before = Signal(TAG_OR_GROUPS)      # the compare of the beat before
+            with m.If(self._advance_o & go):
+                m.d.sync += neq_before.eq(o_neq)
+            m.d.comb += self.o.payload.tag_ok.eq(o_check & ~neq_before.any())
