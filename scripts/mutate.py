@@ -221,6 +221,7 @@ def cells_of(text, module):
                 attrs.append(s)
             elif s.startswith("cell "):
                 _, ctype, name = s.split()
+                name = name[1:] if name.startswith("\\") else name      # as mutate names cells
                 if ctype.startswith("\\" + module + "."):
                     ctype = "<M>" + ctype[len(module) + 1:]
                 src = next((x.split(" ", 2)[2] for x in attrs if x.startswith("attribute \\src ")), "")
@@ -535,6 +536,10 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
         m = {"id": i, "mutation": line, "status": "survived", "killed_by": None, "how": None, "checks": []}
         m.update(_describe(line))
         for prop, pre, maps, info in usable:
+            if not all(m["cell"] in cmap for _, cmap in maps):
+                m["status"] = "error"
+                entry["errors"].append(f"m{i:03d}: cell {m['cell']} not found in {prop.key}")
+                break
             res = check(prop, pre, _retarget(line, maps), work / f"m{i:03d}" / prop.key.replace("/", "."),
                         solver_env, timeout, info["uses_induction"])
             m.setdefault("runs", []).append({"property": prop.key, **res})
