@@ -434,7 +434,7 @@ def _retarget(line, cell_map):
 
 
 def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600, mutations=None,
-               work_root=WORK, log=print, cache=None, plan_only=False):
+               work_root=WORK, log=print, cache=None, plan_only=False, budget=None):
     """Mutate *target* and run its mutants against *props* (non-mutant :class:`formal.Property`
     objects); *mutations*: explicit ``mutate -mode …`` lines on the reference instead of
     ``mutate -list``. Returns the report entry of the target."""
@@ -532,6 +532,10 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
     usable.sort(key=lambda u: u[3]["seconds"])
 
     for i, line in enumerate(mutations):
+        if budget and time.time() - start > budget:
+            entry["unrun"] = len(mutations) - i
+            log(f"  time budget of {budget} s spent: {len(mutations) - i} mutants not run", flush=True)
+            break
         t0 = time.time()
         m = {"id": i, "mutation": line, "status": "survived", "killed_by": None, "how": None, "checks": []}
         m.update(_describe(line))
@@ -594,12 +598,12 @@ def _pct(s):
 
 
 def table(entries):
-    rows = [("module", "mutants", "killed", "survived", "equivalent", "score", "s/mutant", "properties")]
+    rows = [("module", "mutants", "killed", "survived", "equivalent", "not run", "score", "s/mutant", "properties")]
     for e in entries:
         n = len(e.get("mutants", []))
         per = sum(m["seconds"] for m in e.get("mutants", [])) / n if n else 0
         rows.append((e["target"], str(n), str(e.get("killed", 0)), str(e.get("survived", 0)),
-                     str(e.get("equivalent", 0)), _pct(e.get("score")), f"{per:.1f}",
+                     str(e.get("equivalent", 0)), str(e.get("unrun", 0)), _pct(e.get("score")), f"{per:.1f}",
                      str(sum(1 for p in e.get("properties", []) if p["baseline"] == "pass"))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows)
@@ -609,14 +613,15 @@ def markdown(entries):
     out = ["# Mutation score (`make mutate`)", "",
            "Score: killed / (killed + survived); equivalent mutants (proved) are left out. How it works and "
            "every survivor: docs/mutate.md.", "",
-           "| module | class | mutants | killed | survived | equivalent | score | s/mutant | properties used |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| module | class | mutants | killed | survived | equivalent | not run | score | s/mutant "
+           "| properties used |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for e in entries:
         n = len(e.get("mutants", []))
         per = sum(m["seconds"] for m in e.get("mutants", [])) / n if n else 0
         used = ", ".join(p["property"] for p in e.get("properties", []) if p["baseline"] == "pass") or "none"
         out.append(f"| {e['target']} | `{e['cls']}` | {n} | {e.get('killed', 0)} | {e.get('survived', 0)} | "
-                   f"{e.get('equivalent', 0)} | {_pct(e.get('score'))} | {per:.1f} | {used} |")
+                   f"{e.get('equivalent', 0)} | {e.get('unrun', 0)} | {_pct(e.get('score'))} | {per:.1f} | {used} |")
     out += ["", "## Survivors", "",
             "| module | mutant | mutation | source | what the miter found |", "|---|---|---|---|---|"]
     for e in entries:
@@ -673,6 +678,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--timeout", type=int, default=300, help="seconds per yosys/smtbmc run")
     ap.add_argument("--min-score", type=float, default=MIN_SCORE)
+    ap.add_argument("--budget", type=int, default=None,
+                    help="seconds per module: no new mutant after this (the report says how many were not run)")
     ap.add_argument("--solver", choices=("boolector", "z3"), default=None)
     ap.add_argument("--list", action="store_true", help="list the targets and exit")
     ap.add_argument("--plan", action="store_true",
@@ -695,7 +702,7 @@ def main(argv=None):
         props = [p for p in registry if p.block in t.blocks]
         print(f"{t.name}: {t.cls}, {len(props)} properties of {', '.join(t.blocks)}", flush=True)
         e = run_target(t, props, (solver, env), count=args.count, seed=args.seed, timeout=args.timeout,
-                       cache=cache, plan_only=args.plan)
+                       cache=cache, plan_only=args.plan, budget=args.budget)
         if args.plan:
             print(f"  reference {e.get('reference')} ({e.get('module')}); {'; '.join(e['errors'])}")
             continue
