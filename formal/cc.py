@@ -1,5 +1,5 @@
-"""``cc_ctrl`` and ``cc_dma`` (hw/cc): the BAR0 decoupler, the refusal counters and the DMA's
-key scrub.
+"""``cc_ctrl`` and ``cc_dma`` (hw/cc): the BAR0 decoupler, the memory firewall, the FLR memory
+scrub, the refusal counters, the DMA's commit-after-tag, its IV counters and its key scrub.
 
 - ``cc_ctrl/decoupler`` on ``CCCtrl(depth=4, protected=3)``: in every row of the decoupler
   (CC off, CC on, devtools, and the scrub that follows a reset or FLR), a host access that
@@ -13,6 +13,28 @@ key scrub.
   (decoupler) and ``FW_COUNT`` (firewall) hold or count up by one from each cycle to the
   next unless the reset or ``flr`` was high, from any state (``Harness(reset="free")``; the
   reset and ``flr`` free in every cycle): they hold at 2³² − 1. By 1-induction.
+- ``cc_ctrl/firewall`` on the same ``CCCtrl``: the firewall rule of docs/cc.md, written out
+  here (:func:`_spec_refused`), not imported from the RTL. CC off refuses nothing; in CC on,
+  devtools and code 3 a HOST or code-3 request to a protected word and an ENGINE write
+  outside them are refused: in the cycle it is taken neither memory port (the
+  ``lib.memory.Memory`` inside cc_ctrl) is enabled, and its response has ``ok`` 0 and data
+  0. Any other request reaches its word (write port: its address and data; read port: its
+  address) and answers ``ok`` 1. By k-induction (k = 2).
+- ``cc_ctrl/flr_scrub_closed``: ``mem_req`` takes nothing in the reset/FLR cycle and the
+  ``depth`` cycles after it. By k-induction (k = 5).
+- ``cc_ctrl/flr_scrub_words``: every word is scrubbed: after a reset or FLR a read of any
+  word (chosen by the solver), by any initiator, answers zero until that word is written;
+  the memory is seen only through ``mem_resp`` (its initial content is arbitrary). Bounded:
+  memory content is not a register the harness can relate, so induction cannot close.
+- ``cc_dma/commit_after_tag``, ``cc_dma/commit_data``, ``cc_dma/iv_fresh`` on
+  ``CCDma(channels=1, frame_blocks=1, slots=2, addr_bits=8)`` with its ``gcm_core`` replaced
+  by :class:`AbstractGcm` (gcm_core's stream protocol only; blocks, tag verdicts and timing
+  free), all inputs free, regions constant and disjoint: a write to protected memory only
+  for blocks of inbound frames whose tag matched (counted at the engine's output); the
+  committed word is the engine's plaintext of that block; every IV block into the engine
+  under one key is at or above the installed IV, below 2^32 - 1, of its direction, and
+  above the last one of its direction (no repeat, no wrap, replay refused). Bounded (see
+  the depth reasons: one committed frame, two IVs per direction).
 - ``cc_dma/reset_scrub`` on ``CCDma(channels=1, frame_blocks=2, slots=2, addr_bits=8)``:
   the key state of the DMA is its ``gcm_core``'s contexts (cc_dma keeps no key register of
   its own: the ``key`` stream goes straight into ``gcm_core.key``) and the per-channel IV
@@ -24,10 +46,14 @@ key scrub.
   elaboration: no hook in cc_dma itself).
 """
 import re
+from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Mux, Signal
+from amaranth.asserts import AnySeq
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
 
 from hw.cc import CCCtrl, CCDma
+from hw.cc.layout import CTR_LIMIT
 from hw.csr import Access
 from hw.gcm import GcmCore
 
@@ -283,6 +309,185 @@ def dma_scrub(mutant=None):
     return h
 
 
+# ---------------------------------------------------------------- cc_dma commit and IVs
+class AbstractGcm(wiring.Component):
+    """gcm_core abstracted for the cc_dma properties: it keeps only gcm_core's stream
+    protocol — one output per input, in order, with the input's ``op`` (and ``ctx``) — in a
+    *depth*-entry queue; when it takes an input, when it offers an output, the output
+    ``block`` (ciphertext or plaintext, IV echo, tag) and ``tag_ok`` are free in every
+    cycle, so a property proved with it holds for any AES and GHASH, any verdict and any
+    latency. ``err`` is 0 (gcm_core raises it on no key only, which cc_dma never sends;
+    docs/cc.md, status ENGINE). ``o_decrypt``: the ``decrypt`` bit its output came in with
+    (the harness's own record, so that it knows an inbound frame's outputs)."""
+
+    def __init__(self, signature, depth=2):
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"depth must be a positive int, not {depth!r}")
+        self._depth = depth
+        self.o_decrypt = Signal(name="eng_o_decrypt")
+        super().__init__(signature)
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._depth
+        ctx_bits = len(self.i.payload.ctx)
+        width = 2 + 1 + ctx_bits                        # op, decrypt, ctx
+        q = [Signal(width, name=f"eng_q{k}") for k in range(n)]
+        level = Signal(range(n + 1), name="eng_level")
+        i_take = self.i.valid & self.i.ready
+        o_take = self.o.valid & self.o.ready
+        p = self.i.payload
+        m.d.comb += [
+            self.i.ready.eq((level != n) & AnySeq(1)),
+            self.o.valid.eq((level != 0) & AnySeq(1)),
+            self.o.payload.op.eq(q[0][:2]),
+            self.o_decrypt.eq(q[0][2]),
+            self.o.payload.ctx.eq(q[0][3:]),
+            self.o.payload.block.eq(AnySeq(len(self.o.payload.block))),
+            self.o.payload.tag_ok.eq(AnySeq(1)),
+            self.o.payload.err.eq(0),
+            self.key.ready.eq(AnySeq(1)),
+        ]
+        entry = Cat(p.op.as_value(), p.decrypt, p.ctx)
+        after = Signal(range(n + 1))                    # level once the output left
+        m.d.comb += after.eq(level - o_take)
+        for k in range(n):
+            nxt = q[k + 1] if k + 1 < n else q[k]
+            with m.If(i_take & (after == k)):
+                m.d.sync += q[k].eq(entry)
+            with m.Elif(o_take):
+                m.d.sync += q[k].eq(nxt)
+        m.d.sync += level.eq(after + i_take)
+        return m
+
+
+DMA_C = {"channels": 1, "frame_blocks": 1, "slots": 2, "addr_bits": 8}
+OP_IV, OP_DATA, OP_MAC = 0, 1, 2
+DIR_OUT_BYTE, DIR_IN_BYTE = 0, 1
+
+
+def _dma_abstract(mutant):
+    """``(harness, dut, engine)``: CCDma(**DMA_C) with gcm_core replaced by
+    :class:`AbstractGcm`; every input free, the four region bounds constant (the trusted
+    side's settings) with protected memory and the bounce buffer disjoint."""
+    h = Harness()
+    dut = CCDma(**DMA_C, _formal_mutant=mutant)
+    discard(dut._gcm)
+    dut._gcm = eng = AbstractGcm(dut._gcm.signature)
+    frozen, _fragment = freeze(dut)
+    h.m.submodules.dut = frozen
+    regions = ("prot_base", "prot_limit", "bb_base", "bb_limit")
+    free_inputs(h.m, dut, skip={(r,) for r in regions})
+    bounds = {}
+    for r in regions:
+        bounds[r] = h.any_const(DMA_C["addr_bits"], f"region_{r}")
+        h.m.d.comb += getattr(dut, r).eq(bounds[r])
+    h.assume((bounds["prot_limit"] <= bounds["bb_base"]) | (bounds["bb_limit"] <= bounds["prot_base"]))
+    return h, dut, eng, bounds
+
+
+CNT = 6     # harness counters: blocks and frames within the bounded depth
+
+
+def _inbound_ledger(h, dut, eng, b):
+    """The harness's account of inbound frames leaving the (abstract) engine and of writes
+    to protected memory. Returns a namespace: ``wr_prot`` (a write to protected memory is
+    accepted this cycle), ``written`` (such writes so far), ``credit`` (data blocks of
+    inbound frames whose tag matched), ``skipped`` (of those whose tag failed),
+    ``data_idx`` (inbound data blocks out of the engine so far), ``dec_out``, ``op``."""
+    o, wr = eng.o, dut.wr
+    led = SimpleNamespace(op=o.payload.op.as_value())
+    led.dec_out = o.valid & o.ready & eng.o_decrypt            # an inbound frame's output
+    led.wr_prot = Signal(name="wr_to_protected")
+    h.m.d.comb += led.wr_prot.eq(wr.valid & wr.ready & (wr.payload.addr >= b["prot_base"])
+                                 & (wr.payload.addr < b["prot_limit"]))
+    fdata = Signal(CNT, name="frame_data_blocks")             # of the inbound frame leaving
+    led.credit = Signal(CNT, name="authenticated_blocks")
+    led.skipped = Signal(CNT, name="rejected_blocks")
+    led.written = Signal(CNT, name="protected_writes")
+    led.data_idx = Signal(CNT, name="inbound_data_index")
+    op, dec_out = led.op, led.dec_out
+    with h.m.If(dec_out & (op == OP_IV)):
+        h.m.d.sync += fdata.eq(0)
+    with h.m.If(dec_out & (op == OP_DATA)):
+        h.m.d.sync += [fdata.eq(fdata + 1), led.data_idx.eq(led.data_idx + 1)]
+    with h.m.If(dec_out & (op == OP_MAC)):
+        with h.m.If(o.payload.tag_ok):
+            h.m.d.sync += led.credit.eq(led.credit + fdata)
+        with h.m.Else():
+            h.m.d.sync += led.skipped.eq(led.skipped + fdata)
+    with h.m.If(led.wr_prot):
+        h.m.d.sync += led.written.eq(led.written + 1)
+    return led
+
+
+def dma_commit_order(mutant=None):
+    """A write to protected memory only for a data block of an inbound frame whose tag
+    matched: at every such write, fewer blocks were written than authenticated (writes are
+    in frame order, so a frame whose tag failed, or one not yet checked, has no credit)."""
+    h, dut, eng, b = _dma_abstract(mutant)
+    led = _inbound_ledger(h, dut, eng, b)
+    h.check("write_after_tag_match", led.written < led.credit, guard=led.wr_prot)
+    h.notes.append(f"CCDma({DMA_C}) with gcm_core abstracted (AbstractGcm: op order kept, blocks, "
+                   "tag verdicts and timing free); regions constant and disjoint")
+    return h
+
+
+def dma_commit_data(mutant=None):
+    """The write that commits an authenticated data block carries that block's plaintext as
+    the engine gave it: one inbound data block (``watch``, chosen by the solver) is followed
+    from the engine's output to its place among the authenticated blocks."""
+    h, dut, eng, b = _dma_abstract(mutant)
+    led = _inbound_ledger(h, dut, eng, b)
+    o, wr = eng.o, dut.wr
+    watch = h.any_const(CNT, "watch")
+    wval = Signal(len(o.payload.block), name="watch_block")
+    wpend, wvalid = Signal(name="watch_pending"), Signal(name="watch_authenticated")
+    wtarget = Signal(CNT, name="watch_write_index")
+    with h.m.If(led.dec_out & (led.op == OP_DATA) & (led.data_idx == watch)):
+        h.m.d.sync += [wval.eq(o.payload.block), wpend.eq(1)]
+    with h.m.If(led.dec_out & (led.op == OP_MAC) & wpend):
+        h.m.d.sync += [wpend.eq(0), wvalid.eq(o.payload.tag_ok), wtarget.eq(watch - led.skipped)]
+    h.check("committed_word_is_the_frames", wr.payload.data == wval,
+            guard=led.wr_prot & wvalid & (led.written == wtarget))
+    h.notes.append(f"CCDma({DMA_C}) with gcm_core abstracted (AbstractGcm); regions constant and disjoint")
+    return h
+
+
+def dma_iv(mutant=None):
+    """Every IV block cc_dma hands the engine under one key is fresh (see the module
+    docstring)."""
+    h, dut, eng, _b = _dma_abstract(mutant)
+    i, kp = eng.i, dut.key.payload
+    install = Signal(name="install_ch0")
+    h.m.d.comb += install.eq(dut.key.valid & dut.key.ready & (kp.ch == 0))
+    iv_in = Signal(name="iv_into_engine")
+    h.m.d.comb += iv_in.eq(i.valid & i.ready & (i.payload.op.as_value() == OP_IV))
+    blk = i.payload.block
+    ctr, dir_byte = blk[:32], blk[32:40]
+    inst_iv = Signal(32, name="installed_iv")
+    installed = Signal(name="key_installed")
+    tx_seen, rx_seen = Signal(name="tx_seen"), Signal(name="rx_seen")
+    tx_last, rx_last = Signal(32, name="tx_last"), Signal(32, name="rx_last")
+    with h.m.If(install):
+        h.m.d.sync += [inst_iv.eq(kp.iv), installed.eq(1), tx_seen.eq(0), rx_seen.eq(0)]
+    with h.m.Elif(iv_in & ~i.payload.decrypt):
+        h.m.d.sync += [tx_seen.eq(1), tx_last.eq(ctr)]
+    with h.m.Elif(iv_in & i.payload.decrypt):
+        h.m.d.sync += [rx_seen.eq(1), rx_last.eq(ctr)]
+    tx, rx = iv_in & ~i.payload.decrypt, iv_in & i.payload.decrypt
+    h.check("iv_under_installed_key", installed, guard=iv_in)
+    h.check("iv_not_limit", ctr != CTR_LIMIT, guard=iv_in)
+    h.check("iv_from_installed", ctr >= inst_iv, guard=iv_in)
+    h.check("tx_direction", dir_byte == DIR_OUT_BYTE, guard=tx)
+    h.check("rx_direction", dir_byte == DIR_IN_BYTE, guard=rx)
+    h.check("tx_increasing", ctr > tx_last, guard=tx & tx_seen)
+    h.check("rx_increasing", ctr > rx_last, guard=rx & rx_seen)
+    h.notes.append(f"CCDma({DMA_C}) with gcm_core abstracted (AbstractGcm); key port, rd_resp and "
+                   "desc free; installs on channel 0 restart the harness's record")
+    return h
+
+
 def _dma_n():
     """The cycle the checks look at: the later of the DMA's staging scrub and its gcm_core's
     flush (both the RTL's constants), after which the key port opens."""
@@ -292,6 +497,22 @@ def _dma_n():
 
 
 N_DMA = _dma_n()
+# Bounded depths of the abstract-engine properties (CCDma(**DMA_C): a 2-cycle staging scrub,
+# 1-block frames). Measured: the second IV of a direction enters the engine at step 11 (two
+# outbound or two inbound frames); the first write of an inbound frame's commit is reachable
+# at step 14; a second frame's commit write is not reachable before step 19, and steps past
+# 16 cost minutes each with Boolector here (step 18 alone > 3 minutes).
+IV_DEPTH = 13
+IV_DEPTH_REASON = ("reset, the 2-cycle staging scrub, a key install, then two frames of one direction "
+                   "whose IV blocks enter the engine: the second at step 11 (measured), so 13 steps "
+                   "reach two frames per direction, a counter at 2^32 - 2 and its successor included")
+COMMIT_DEPTH, DATA_DEPTH = 16, 15
+COMMIT_DEPTH_REASON = ("the first commit write of an inbound frame is reachable at step 14 (reset, "
+                       "scrub, key install, descriptor checks, IV/data/tag through the engine, staging "
+                       "read), so 16 steps cover one frame's commit, a failed tag, a commit before the "
+                       "tag; not a second frame's commit (step >= 19: minutes per step here)")
+DATA_DEPTH_REASON = ("the first commit write (step 14) and its data; one committed frame, its word "
+                     "compared with the engine's plaintext of it (a second commit needs >= 19 steps)")
 PROPERTIES = [
     *with_mutant(Property("cc_ctrl", "decoupler", decoupler, depth=DEPTH + 4, induction=1,
                           params={"depth": DEPTH, "protected": PROTECTED},
@@ -326,6 +547,25 @@ PROPERTIES = [
                           doc="DEC_COUNT and FW_COUNT hold or count up by one unless reset or FLR: "
                               "they hold at 2^32 - 1"),
                  "counters_wrap", "the refusal counters count on past 2^32 - 1 (to 0)"),
+    *with_mutants(Property("cc_dma", "commit_after_tag", dma_commit_order, depth=COMMIT_DEPTH,
+                           params=DMA_C, depth_reason=COMMIT_DEPTH_REASON, fast=False,
+                           doc="gcm_core abstracted: a write to protected memory only for a block of an "
+                               "inbound frame whose tag matched (none for a frame whose tag failed)"),
+                  ("commit_before_tag", "inbound plaintext written to wr as it leaves the engine"),
+                  ("commit_on_tag_fail", "a frame whose tag failed is committed")),
+    *with_mutants(Property("cc_dma", "commit_data", dma_commit_data, depth=DATA_DEPTH, params=DMA_C,
+                           depth_reason=DATA_DEPTH_REASON, fast=False,
+                           doc="gcm_core abstracted: the commit writes each authenticated block's "
+                               "plaintext, in order"),
+                  ("commit_stale_word", "the commit writes the staging read port's previous word")),
+    *with_mutants(Property("cc_dma", "iv_fresh", dma_iv, depth=IV_DEPTH, params=DMA_C,
+                           depth_reason=IV_DEPTH_REASON, fast=False,
+                           doc="gcm_core abstracted: every IV into the engine under one key is "
+                               "installed-or-later, below 2^32 - 1, of its direction, and above the "
+                               "last of its direction (no repeat, no wrap, replay refused)"),
+                  ("ctr_wraps", "tx_next never marked spent after a bump: uses 2^32 - 1, wraps"),
+                  ("tx_not_advanced", "tx_next not bumped when an outbound frame starts"),
+                  ("replay_off_by_one", "the replay check accepts the last accepted counter")),
     *with_mutant(Property("cc_dma", "reset_scrub", dma_scrub, depth=N_DMA + 2, window=True, params=DMA,
                           doc=f"{N_DMA} cycles after reset the gcm_core contexts, its pipeline and the "
                               "channel key/IV state are scrubbed"),

@@ -194,8 +194,13 @@ class RespStage(wiring.Component):
     resets to zero (it may hold protected plaintext) and loads valid beats only.
     """
 
-    def __init__(self, channels):
+    def __init__(self, channels, *, _formal_mutant=None):
         self._channels = channels
+        # test-only seeded bug for formal/cc.py (never set in a design): "replay_off_by_one"
+        # accepts counter rx_next - 1 (the last one accepted) as new
+        if _formal_mutant not in (None, "replay_off_by_one"):
+            raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
+        self._formal_mutant = _formal_mutant
         super().__init__({
             "i": In(stream.Signature(rd_resp_layout)),
             "o": Out(stream.Signature(resp_stage_layout(channels))),
@@ -209,7 +214,8 @@ class RespStage(wiring.Component):
         form = (iv.tail == IV_TAIL) & (iv.zero == 0) & (iv.dir == Dir.IN.value)
         fresh_ctr = iv.ctr != CTR_LIMIT
         fmt = Cat(*(form & (iv.ch == c) for c in range(self._channels)))
-        new = Cat(*(fresh_ctr & at_least(m, iv.ctr, self.rx_next.word_select(c, CTR_BITS),
+        ctr = iv.ctr + 1 if self._formal_mutant == "replay_off_by_one" else iv.ctr
+        new = Cat(*(fresh_ctr & at_least(m, ctr, self.rx_next.word_select(c, CTR_BITS),
                                          f"{name}_order{c}")
                     for c in range(self._channels)))
         return fmt, new
@@ -250,7 +256,11 @@ class CCDma(wiring.Component):
     ``bb_limit``.
     """
 
-    def __init__(self, channels=4, *, frame_blocks=64, slots=4, addr_bits=32, karatsuba=4):
+    MUTANTS = ("commit_before_tag", "commit_on_tag_fail", "commit_stale_word", "ctr_wraps",
+               "tx_not_advanced", "replay_off_by_one")
+
+    def __init__(self, channels=4, *, frame_blocks=64, slots=4, addr_bits=32, karatsuba=4,
+                 _formal_mutant=None):
         if isinstance(channels, bool) or not isinstance(channels, int) or not 1 <= channels <= 16:
             raise ValueError(f"channels must be an int in 1..16, not {channels!r}")
         if not _pow2(frame_blocks) or frame_blocks >= 1 << (LEN_BITS - 1):
@@ -262,6 +272,15 @@ class CCDma(wiring.Component):
             raise ValueError(f"addr_bits must be an int in 8..48, not {addr_bits!r}")
         self.channels, self.frame_blocks, self.slots = channels, frame_blocks, slots
         self.addr_bits = addr_bits
+        # test-only seeded bugs for formal/cc.py (never set in a design): "commit_before_tag"
+        # writes an inbound frame's plaintext to wr as it leaves gcm_core (cut-through);
+        # "commit_on_tag_fail" commits a frame whose tag failed; "commit_stale_word" writes
+        # the staging read port's previous word; "ctr_wraps" never marks tx_next spent after
+        # a bump (it uses 2^32 - 1, then wraps); "tx_not_advanced" bumps no tx_next when an
+        # outbound frame starts; "replay_off_by_one" (RespStage) accepts the last counter
+        if _formal_mutant not in (None, *self.MUTANTS):
+            raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
+        self._formal_mutant = _formal_mutant
         # The reset scrub writes zero to one staging word per cycle: `desc` and `key` are
         # refused for this many cycles after reset (from the first cycle with rst low).
         self.scrub_cycles = slots * frame_blocks
@@ -407,7 +426,8 @@ class CCDma(wiring.Component):
 
     # ---- consumer: frames into gcm_core ---------------------------------------------------
     def _consumer(self, m, net):
-        m.submodules.resp_stage = stage = RespStage(self.channels)
+        m.submodules.resp_stage = stage = RespStage(
+            self.channels, _formal_mutant="replay_off_by_one" if self._formal_mutant == "replay_off_by_one" else None)
         # A read in flight at a reset may still be answered after it: while the scrub runs
         # rd_resp beats are taken and dropped, so none is held (it may be plaintext) or
         # taken for the first beat of the next frame.
@@ -551,9 +571,11 @@ class CCDma(wiring.Component):
             mine = net.cmd.sel[c]
             with m.If(inst):
                 m.d.sync += net.has_key[c].eq(1)
-            with m.If(inst | (net.tx_bump & mine)):
+            tx_write = inst if self._formal_mutant == "tx_not_advanced" else inst | (net.tx_bump & mine)
+            to_limit = Const(0) if self._formal_mutant == "ctr_wraps" else net.tx_to_limit
+            with m.If(tx_write):
                 m.d.sync += [net.tx_next[c].eq(Mux(inst, kp.iv, net.tx_inc)),
-                             net.tx_spent[c].eq(Mux(inst, iv_spent, net.tx_to_limit))]
+                             net.tx_spent[c].eq(Mux(inst, iv_spent, to_limit))]
             with m.If(inst | (net.rx_bump & mine)):
                 m.d.sync += net.rx_next[c].eq(Mux(inst, kp.iv, net.rx_inc))
 
@@ -572,7 +594,8 @@ class CCDma(wiring.Component):
         o_take = o.valid & o.ready
         waddr = wire(m, Mux(o_iv, info.dst, oaddr), "waddr")
         # no commit owns wr: the OUT frame's blocks go to the bounce buffer
-        net.out_wr = (o.valid & out_dir & mac_room, waddr, go_.block)
+        to_wr = (out_dir | o_data) if self._formal_mutant == "commit_before_tag" else out_dir
+        net.out_wr = (o.valid & to_wr & mac_room, waddr, go_.block)
 
         m.submodules.staging = staging = Memory(shape=BLOCK_BITS, depth=self.slots * self.frame_blocks,
                                                 init=[])
@@ -610,7 +633,9 @@ class CCDma(wiring.Component):
             m.d.comb += [dw.tag.eq(cmd.tag), dw.code.eq(net.cur_code), dw.ctr.eq(net.cur_ctr)]
         with m.Else():
             m.d.comb += [dw.tag.eq(info.tag), dw.code.eq(mac_code), dw.ctr.eq(info.ctr),
-                         dw.commit.eq(~out_dir & (mac_code == Status.OK)),
+                         dw.commit.eq(~out_dir & ((mac_code != Status.ENGINE)
+                                                  if self._formal_mutant == "commit_on_tag_fail"
+                                                  else (mac_code == Status.OK))),
                          dw.free_slot.eq(~out_dir), dw.slot.eq(info.slot),
                          dw.dst.eq(info.dst), dw.len.eq(info.len)]
         m.d.comb += net.done_q.w_en.eq(net.drain_push | mac_push)
@@ -637,7 +662,8 @@ class CCDma(wiring.Component):
         caddr_inc = increment(m, c_addr, "caddr_inc")
         with m.If(net.commit_owns & advance):
             with m.If(ck != done.len):
-                m.d.comb += st_r.en.eq(1)
+                if self._formal_mutant != "commit_stale_word":
+                    m.d.comb += st_r.en.eq(1)
                 m.d.sync += [ck.eq(ck_inc), cv.eq(1)]
             with m.Else():
                 m.d.sync += cv.eq(0)
