@@ -1,160 +1,334 @@
-"""``bcu`` (hw/gpushield): bounds-check soundness for Type 2 warps, over a symbolic RBT
-entry; and the violation-log counters saturate (``log_counts_saturate``, at the end).
+"""``bcu`` (hw/gpushield): bounds-check soundness, split by mechanism; and the violation-log
+counters saturate (``log_counts_saturate``, at the end).
 
-Design: ``BCU(lanes=4)`` (the pipeline, the L1/L2 RCaches, the checker; small lane count so
-the front stays small).
+What "sound" means here: every access the BCU lets pass (``ok`` = 1) lies inside the
+buffer that its encrypted id names in the RBT as the RBT stood for the launch of the
+request's kernel slot, and no answer takes an RBT word fetched for a previous launch. The
+spec is written in the harness (49-bit arithmetic on the entry), independent of the RTL's
+checker and its adders. Three properties cover it together (docs/gpushield.md,
+"Formal properties"):
 
-Environment (the harness):
+- ``soundness``: the whole ``BCU`` end to end, requests to answers, over every slot;
+- ``rcache_coherence``: the ``Engine`` alone, deeper: RCache hits (L1 and L2) and misses,
+  several fetches outstanding, relaunches, which entry an answer carries;
+- ``checker_sound``: the ``Checker`` alone: several micro-ops per request (split warps),
+  several requests, the first failing group.
 
-- ``id_key``, ``kernel_id``, ``rbt_base`` are constants (``AnyConst``: every value); ``launch``
-  and ``precise`` are free in every cycle (a launch flushes the caches; the key does not
-  change, so the cached entries stay valid for it).
-- A watched buffer: a symbolic encrypted id ``ew`` and a symbolic 128-bit RBT entry ``E``.
-  The RBT memory is modelled with one request outstanding, answered after any delay: the
-  fetch issued for a micro-op of slot 0 with encrypted id ``ew`` (the engine's fetch
-  register F2 carries the tag with the address) is answered with ``E``, every other fetch
-  with a free
-  value. So ``E`` is "the entry fetched for its id"; the fetch *address* (``rbt_base +
-  16 * decrypt(ew)``) is not part of this property — relating it to the id would make the
-  solver prove the Feistel cipher's decryption inverse to an encryption, which does not
-  finish (the id cipher is checked against the golden model in simulation).
-- Requests are free but follow the stream rule (a request offered and not taken is offered
-  again, unchanged: the front issues a multi-id warp over several cycles from the port).
-- One watched request, chosen by the solver among the accepted ones (a free ``pick`` at
-  acceptance), is recorded; answers come in request order, so the harness counts requests
-  and answers to find its answer.
+Environment shared by the BCU and engine harnesses:
 
-Property ``soundness``: if the watched request's answer has ``ok`` = 1 and its base pointer
-is Type 2, then every active lane whose pointer is Type 2 with encrypted id ``ew``
-accesses only bytes inside ``E``: ``E.base <= addr`` and ``addr + 2^size_log2 <= E.base +
-E.size`` (49-bit arithmetic), and ``E`` is valid, belongs to ``kernel_id``, and is not
-read-only when the access is a store. Two lemmas are checked in every cycle as well: an L1
-way tagged ``ew`` holds ``E`` (as the RCache entry: base, size, valid, read-only, kernel
-match), and the engine's answer for a micro-op of id ``ew`` carries it.
+- Every slot is live (``slots`` = 4): ``launch_s`` and ``retire_s`` free in every cycle,
+  ``req_slot`` free; each slot's ``id_key``, ``kernel_id`` and ``rbt_base`` free, and changed
+  only in a cycle in which that slot's ``launch`` pulses (the contract: set before the launch
+  and kept until the next one). So a relaunch brings a new key, kernel id and RBT base.
+- The watched buffer: a slot ``ws``, an encrypted id ``ew`` and a 128-bit RBT entry ``E``
+  (``AnyConst``), and one *watched launch* of ``ws``, chosen by the solver among its launch
+  pulses: the *epoch* runs from the cycle after that pulse to the cycle of the next
+  launch of ``ws``. ``E`` is the RBT entry of ``ew`` during that epoch only.
+- The RBT memory: up to :data:`MAX_FETCHES` (4, all the engine allows) fetches outstanding,
+  answered in order after any delay, ``mem_req.ready`` and ``mem_resp.valid`` free. A fetch
+  issued during the epoch for a micro-op of slot ``ws`` with encrypted id ``ew`` (the tag the
+  engine's fetch register F2 carries with the address) is answered with ``E``; every other
+  fetch (other ids, other slots, other launches of ``ws``: an RBT rewritten between
+  launches) with a free value. So a word from a previous launch never equals ``E`` except
+  by the solver's choice, and an answer that takes one is a counterexample.
+  **Abstraction**: the fetch *address* (``rbt_base + 16 * decrypt(ew)``) is not related to
+  the id: the memory is indexed by the fetch's tag. Relating them would make the solver
+  prove the Feistel decryption equal to a second copy of itself (or inverse to an
+  encryption), which did not finish; the fetch addresses are compared with the golden
+  model's in every cocotb test (tb/gpushield/env.py).
+- ``resp.ready`` / the engine's ``o.ready`` free (back-pressure everywhere); requests free
+  but following the stream rule (offered and not taken: offered again, unchanged, with its
+  ``req_slot``).
 
-Initial state: the BCU's reset scrub (the L2 entries zeroed one per cycle, ``scrub_cycles``
-= 64) would cost 64 BMC steps of nothing, so the BMC starts instead in any state in which
-every register with a reset holds its reset value (empty pipeline, empty RCaches) and the
-L2 scrub is over; registers without a reset and the L2 entry memory are arbitrary. That
-is a superset of the state the BCU is in after a reset and its scrub. No reset afterwards.
-
-**Bounded, 13 steps.** The first answer can leave in step 12: slot 0 is active from the
-step after its first ``launch`` (step 1), the request is accepted then, front 3 registers,
-the engine's miss (E, the fetch pipe F1, F2 and ``mem_req``, ``mem_resp``, the answer
-queue), checker 3 registers. The bound covers every warp answered from a fetch (any number
-of micro-ops, lanes of other ids, launches, stalls and back-pressure before it) — the
-mutant fails in step 12 — but not an answer from an RCache *hit* of the watched id, which
-needs more steps (a fill, then a second request; with the blocking engine step 12 did not
-finish within 15 minutes, nor did variants that start with an L1 already holding ``E``).
-The L1 lemma is proved for every reachable fill within the bound. No induction: the cache
-contents would need an invariant over the L2 entry memory.
+Initial state: the reset values of every register that has one (empty pipeline, empty
+RCaches, no slot active) and the L2 scrub over (the scrub would cost 64 BMC steps of
+nothing); registers without a reset and the L2 entry memory arbitrary. That is a superset
+of the state after a reset and its scrub. No reset afterwards.
 """
-from amaranth.hdl import Cat, Const, Mux, Signal, Value
+from amaranth.hdl import Array, Cat, Const, Mux, Signal, Value
 from amaranth.lib import data
 
 from hw.gpushield import BCU
-from hw.gpushield.engine import L1_ENTRIES, fetch_layout
-from hw.gpushield.layout import ID_BITS, VA_BITS, PtrType, cache_entry_layout, rbt_entry_layout
+from hw.gpushield.checker import Checker
+from hw.gpushield.engine import L1_ENTRIES, MAX_FETCHES, Engine, fetch_layout
+from hw.gpushield.layout import (
+    ID_BITS,
+    MAX_SLOTS,
+    VA_BITS,
+    Cause,
+    PtrType,
+    cache_entry_layout,
+    rbt_entry_layout,
+)
 
-from . import Harness, Property, free_inputs, freeze, registers, rtl_constant, submodule, with_mutant
+from . import Harness, Property, free_inputs, freeze, registers, rtl_constant, submodule, with_mutants
 
 __all__ = ["PROPERTIES"]
 
-LANES = 4
-FIRST_ONLY = False      # True: the watched request is the first one accepted
-COUNT_BITS = 6          # requests counted by the harness (more than the BMC depth)
+LANES = 2               # the end-to-end property: a pair of lanes (two ids in one warp)
+ENGINE_LANES = 1        # the engine's lanes only size its lane numbers
+CHECKER_LANES = 2
+SLOTS = MAX_SLOTS       # every slot live
+COUNT_BITS = 6          # requests / micro-ops counted by the harnesses (more than any depth)
+SLOT_FIELD = 2          # width of a slot number in micro-ops and the watched slot
 
 
-def soundness(mutant=None, lanes=LANES):
-    h = Harness(reset=False)
-    m = h.m
-    dut = BCU(lanes, _formal_mutant=mutant)
-    frozen, fragment = freeze(dut)
-    m.submodules.dut = frozen
-    # the state after a reset and the L2 scrub (empty RCaches)
-    regs = dict(registers(fragment))
-    for path, sig in regs.items():
+# ---------------------------------------------------------------- shared environment
+def _start_after_scrub(h, fragment):
+    """Assume, in the first cycle, every register with a reset at its reset value and the
+    L2 scrub over."""
+    for path, sig in registers(fragment):
         if sig.reset_less:
             continue
         init = 0 if path.endswith("l2_scrubbing") else sig.init
         h.assume(~h.first | (sig == init))
-    # configuration: constants
-    key = h.any_const(dut.id_key.shape(), "id_key")
-    kernel = h.any_const(dut.kernel_id.shape(), "kernel_id")
-    rbt = h.any_const(dut.rbt_base.shape(), "rbt_base")      # (the fetch address: not checked)
-    m.d.comb += [dut.id_key.eq(key), dut.kernel_id.eq(kernel), dut.rbt_base.eq(rbt),
-                 dut.launch.eq(h.any_seq(1, "launch")), dut.precise.eq(h.any_seq(1, "precise"))]
-    # requests and answer back-pressure: free
-    m.d.comb += [dut.req.valid.eq(h.any_seq(1, "req_valid")),
-                 Value.cast(dut.req.payload).eq(h.any_seq(len(Value.cast(dut.req.payload)), "req_payload")),
-                 dut.resp.ready.eq(h.any_seq(1, "resp_ready"))]
-    # the stream rule on req: a request offered and not taken stays, unchanged
-    held = h.past(dut.req.valid & ~dut.req.ready, "req_held_prev")
-    payload_prev = h.past(dut.req.payload, "req_payload_prev")
-    h.assume(h.first | ~held | (dut.req.valid & (Value.cast(dut.req.payload) == payload_prev)))
-    # the watched buffer: its encrypted id and its RBT entry
-    watched = h.any_const(ID_BITS, "watched_enc_id")
-    entry = h.any_const(rbt_entry_layout, "watched_entry")
-    # the RBT memory, one request outstanding, any latency: a fetch for the watched id of
-    # slot 0 (the tag the engine's fetch register F2 carries with the address it drives)
-    # returns the entry, any other fetch a free value
-    engine = submodule(fragment, "engine")
-    fetch = data.View(fetch_layout(engine._slot_bits), regs["engine.fetch2"])
-    pend, pend_mine = Signal(name="mem_pending"), Signal(name="mem_for_watched")
-    m.d.comb += dut.mem_req.ready.eq(~pend & h.any_seq(1, "mem_req_ready"))
-    with m.If(dut.mem_req.valid & dut.mem_req.ready):
-        m.d.sync += [pend.eq(1), pend_mine.eq((fetch.eid == watched) & (fetch.slot == 0))]
-    with m.Elif(dut.mem_resp.valid & dut.mem_resp.ready):
-        m.d.sync += pend.eq(0)
-    m.d.comb += [dut.mem_resp.valid.eq(pend & h.any_seq(1, "mem_resp_valid")),
-                 dut.mem_resp.payload.data.eq(Mux(pend_mine, entry, h.any_seq(128, "mem_other")))]
-    h.assume(~h.first | ~pend)
-    # a lemma, checked in every cycle (the BMC then uses it in later steps): an L1 way
-    # tagged with the watched id of slot 0, filled (not pending its fetch), holds its entry
+
+
+def _slot_config(h, launch, name, shape, s):
+    """A free configuration value of slot *s* that changes only when *launch* pulses."""
+    value = h.any_seq(shape, f"{name}_{s}")
+    h.assume(h.first | launch | (value == h.past(value, f"{name}_{s}_prev")))
+    return value
+
+
+def _epoch(h, launch_vec, kernels, start_in_epoch=False):
+    """The watched slot (AnyConst) and its watched launch: returns ``(slot, in_epoch,
+    kernel)``, ``in_epoch`` high from the cycle after the chosen launch pulse of the slot
+    to the cycle of its next launch pulse, *kernel* the slot's kernel id taken at that
+    pulse (the port may change again in the cycle of the next one, which is still in the
+    epoch). With *start_in_epoch* the first cycle may already be in the epoch (the
+    initial state, empty RCaches and pipeline, is the state after a launch with nothing
+    in flight)."""
+    m = h.m
+    ws = h.any_const(SLOT_FIELD, "watched_slot")
+    h.assume(ws < SLOTS)
+    launch_w = Cat(launch_vec, Const(0, (1 << SLOT_FIELD) - SLOTS)).bit_select(ws, 1)
+    pick = h.any_seq(1, "pick_launch")
+    in_epoch, chosen = Signal(name="in_epoch"), Signal(name="epoch_chosen")
+    kernel = Signal(len(kernels[0]), name="watched_kernel_id")
+    if start_in_epoch:
+        h.assume(~h.first | ((in_epoch == chosen) & (kernel == Array(kernels)[ws])))
+    else:
+        h.assume(~h.first | (~in_epoch & ~chosen))
+    with m.If(launch_w):
+        m.d.sync += [in_epoch.eq(pick & ~chosen), chosen.eq(chosen | pick)]
+        with m.If(pick & ~chosen):
+            m.d.sync += kernel.eq(Array(kernels)[ws])
+    return ws, in_epoch, kernel
+
+
+def _cached(h, entry, kernel):
+    """*entry* as an RCache entry of a kernel with id *kernel*."""
     cached = Signal(cache_entry_layout, name="watched_cache_entry")
-    m.d.comb += [cached.base.eq(entry.base), cached.size.eq(entry.size),
-                 cached.valid.eq(entry.valid), cached.read_only.eq(entry.read_only),
-                 cached.kernel_ok.eq(entry.kernel_id == kernel)]
-    l1_valid, l1_pending = regs["engine.l1_valid"], regs["engine.l1_pending"]
+    h.m.d.comb += [cached.base.eq(entry.base), cached.size.eq(entry.size), cached.valid.eq(entry.valid),
+                   cached.read_only.eq(entry.read_only), cached.kernel_ok.eq(entry.kernel_id == kernel)]
+    return cached
+
+
+def _rbt_memory(h, mem_req, mem_resp, fetch2, ws, ew, in_epoch, entry):
+    """The RBT memory: up to MAX_FETCHES outstanding, in order, any latency; a fetch
+    issued in the epoch for (ws, ew) (F2's tag, *fetch2*) returns *entry*, any other a free
+    word."""
+    m = h.m
+    mine = Signal(MAX_FETCHES, name="mem_mine")         # per outstanding fetch, oldest in bit 0
+    count = Signal(range(MAX_FETCHES + 1), name="mem_outstanding")
+    h.assume(~h.first | ((count == 0) & (mine == 0)))
+    m.d.comb += [mem_req.ready.eq((count != MAX_FETCHES) & h.any_seq(1, "mem_req_ready")),
+                 mem_resp.valid.eq((count != 0) & h.any_seq(1, "mem_resp_valid")),
+                 mem_resp.payload.data.eq(Mux(mine[0], entry, h.any_seq(128, "mem_other")))]
+    sent = mem_req.valid & mem_req.ready
+    answered = mem_resp.valid & mem_resp.ready
+    for_watched = in_epoch & (fetch2.eid == ew) & (fetch2.slot == ws[:len(fetch2.slot)])
+    shifted = Mux(answered, mine >> 1, mine)
+    pos = Signal(range(MAX_FETCHES + 1), name="mem_insert_at")
+    m.d.comb += pos.eq(count - answered)
+    with m.If(sent):
+        m.d.sync += mine.eq((shifted & ~(Const(1, MAX_FETCHES) << pos)) | (for_watched << pos))
+    with m.Else():
+        m.d.sync += mine.eq(shifted)
+    with m.If(sent & ~answered):
+        m.d.sync += count.eq(count + 1)
+    with m.Elif(answered & ~sent):
+        m.d.sync += count.eq(count - 1)
+
+
+def _l1_lemma(h, regs, prefix, ws, ew, in_epoch, cached):
+    """A lemma, checked in every cycle (the BMC then uses it in later steps): in the epoch,
+    an L1 way tagged (ws, ew), filled (not pending its fetch), holds the watched entry."""
+    tag_w = Cat(ew, ws)
     for way in range(L1_ENTRIES):
-        tag, data_ = regs[f"engine.l1_tag{way}"], regs[f"engine.l1_data{way}"]
-        filled = l1_valid[way] & ~l1_pending[way] & (tag == Cat(watched, Const(0, len(tag) - ID_BITS)))
-        h.check(f"lemma_l1_way{way}", ~filled | (data_ == Value.cast(cached)))
-    # the watched request and its answer
+        tag, data_ = regs[f"{prefix}l1_tag{way}"], regs[f"{prefix}l1_data{way}"]
+        filled = regs[f"{prefix}l1_valid"][way] & ~regs[f"{prefix}l1_pending"][way] & (tag == tag_w)
+        h.check(f"lemma_l1_way{way}", ~(in_epoch & filled) | (data_ == Value.cast(cached)))
+
+
+class _Watch:
+    """One watched item of an in-order stream, chosen by the solver (``pick``) among
+    those accepted while *eligible*: ``mine`` is high in the cycle its answer leaves (the
+    answers are counted, as they come in the order of the items)."""
+
+    def __init__(self, h, accepted, eligible, answered, payload, name):
+        m = h.m
+        self.picked = Signal(name=f"{name}_picked")
+        self.saved = Signal(Value.cast(payload).shape(), name=f"{name}_saved")
+        n_in, n_out = Signal(COUNT_BITS, name=f"{name}_in"), Signal(COUNT_BITS, name=f"{name}_out")
+        index = Signal(COUNT_BITS, name=f"{name}_index")
+        h.assume(~h.first | ((n_in == 0) & (n_out == 0) & ~self.picked))
+        h.assume(n_in != (1 << COUNT_BITS) - 1)     # the counters never wrap in the bound
+        pick = h.any_seq(1, f"pick_{name}")
+        with m.If(accepted):
+            m.d.sync += n_in.eq(n_in + 1)
+            with m.If(eligible & pick & ~self.picked):
+                m.d.sync += [self.picked.eq(1), index.eq(n_in), self.saved.eq(payload)]
+        with m.If(answered):
+            m.d.sync += n_out.eq(n_out + 1)
+        self.mine = Signal(name=f"{name}_answer")
+        m.d.comb += self.mine.eq(self.picked & answered & (n_out == index))
+
+
+# ---------------------------------------------------------------- soundness (the BCU)
+def soundness(mutant=None, lanes=LANES):
+    """End to end on ``BCU(lanes, slots=4)``: the watched request (one accepted on slot
+    ``ws`` during the epoch) answered within the epoch with ``ok`` = 1 and a Type 2 base:
+    every active lane of id ``ew`` lies inside ``E``: ``E.base <= addr`` and ``addr +
+    2^size_log2 <= E.base + E.size`` (49 bits), ``E`` valid, of the epoch's kernel id, and
+    not read-only for a store."""
+    h = Harness(reset=False)
+    m = h.m
+    dut = BCU(lanes, SLOTS, _formal_mutant=mutant)
+    frozen, fragment = freeze(dut)
+    m.submodules.dut = frozen
+    regs = dict(registers(fragment))
+    _start_after_scrub(h, fragment)
+    launch = [h.any_seq(1, f"launch_{s}") for s in range(SLOTS)]
+    kernels = []
+    for s in range(SLOTS):
+        m.d.comb += [dut.slot_port("launch", s).eq(launch[s]),
+                     dut.slot_port("retire", s).eq(h.any_seq(1, f"retire_{s}"))]
+        for name in ("id_key", "rbt_base", "kernel_id"):
+            port = dut.slot_port(name, s)
+            value = _slot_config(h, launch[s], name, port.shape(), s)
+            m.d.comb += port.eq(value)
+            if name == "kernel_id":
+                kernels.append(value)
+    m.d.comb += dut.precise.eq(h.any_seq(1, "precise"))
+    ws, in_epoch, kernel_w = _epoch(h, Cat(*launch), kernels)
+    # requests (with their slot) and back-pressure: free, requests by the stream rule
     req, resp = dut.req, dut.resp
+    offered = Signal(Value.cast(req.payload).shape().width + len(dut.req_slot), name="req_offered")
+    m.d.comb += [req.valid.eq(h.any_seq(1, "req_valid")), offered.eq(h.any_seq(len(offered), "req_in")),
+                 Cat(Value.cast(req.payload), dut.req_slot).eq(offered),
+                 resp.ready.eq(h.any_seq(1, "resp_ready"))]
+    held = h.past(req.valid & ~req.ready, "req_held_prev")
+    h.assume(h.first | ~held | (req.valid & (offered == h.past(offered, "req_offered_prev"))))
+    # the watched buffer and the RBT memory
+    ew = h.any_const(ID_BITS, "watched_enc_id")
+    entry = h.any_const(rbt_entry_layout, "watched_entry")
+    engine = submodule(fragment, "engine")
+    fetch2 = data.View(fetch_layout(engine._slot_bits), regs["engine.fetch2"])
+    _rbt_memory(h, dut.mem_req, dut.mem_resp, fetch2, ws, ew, in_epoch, entry)
+    _l1_lemma(h, regs, "engine.", ws, ew, in_epoch, _cached(h, entry, kernel_w))
+    # the watched request and its answer
     accepted = req.valid & req.ready
-    answered = resp.valid & resp.ready
-    n_req, n_resp = Signal(COUNT_BITS, name="requests"), Signal(COUNT_BITS, name="answers")
-    picked, index = Signal(name="picked"), Signal(COUNT_BITS, name="picked_index")
-    saved = Signal(req.payload.shape(), name="picked_req")
-    pick = h.any_seq(1, "pick")
-    if FIRST_ONLY:
-        h.assume(~accepted | picked | pick)     # the first request accepted is the watched one
-    h.assume(~h.first | ((n_req == 0) & (n_resp == 0) & ~picked))
-    with m.If(accepted):
-        m.d.sync += n_req.eq(n_req + 1)
-        with m.If(pick & ~picked):
-            m.d.sync += [picked.eq(1), index.eq(n_req), saved.eq(req.payload)]
-    with m.If(answered):
-        m.d.sync += n_resp.eq(n_resp + 1)
-    h.assume(n_req != (1 << COUNT_BITS) - 1)        # the counters never wrap in the bound
-    mine = picked & answered & (n_resp == index)
+    watch = _Watch(h, accepted, in_epoch & (dut.req_slot == ws), resp.valid & resp.ready, req.payload, "req")
+    saved = data.View(req.payload.shape(), watch.saved)
     t2 = PtrType.T2.value
-    base_t2 = saved.base.type.as_value() == t2
     size = Cat(Const(1, 1), Const(0, 7)) << saved.size_log2     # 1, 2, 4 or 8 bytes
-    e = entry
     limit = Signal(VA_BITS + 1, name="watched_limit")
-    m.d.comb += limit.eq(e.base + e.size)
+    m.d.comb += limit.eq(entry.base + entry.size)
+    guard = watch.mine & in_epoch & resp.payload.ok & (saved.base.type.as_value() == t2)
     for k in range(lanes):
         ptr = saved.addr[k]
-        lane_w = saved.mask[k] & (ptr.type.as_value() == t2) & (ptr.meta.id == watched)
+        lane_w = saved.mask[k] & (ptr.type.as_value() == t2) & (ptr.meta.id == ew)
         end = Signal(VA_BITS + 1, name=f"lane{k}_end")
         m.d.comb += end.eq(ptr.addr + size)
-        inside = (ptr.addr >= e.base) & (end <= limit) & e.valid & (e.kernel_id == kernel) & \
-            ~(saved.store & e.read_only)
-        h.check(f"lane{k}_inside_entry", inside, guard=mine & resp.payload.ok & base_t2 & lane_w)
-    h.notes.append(f"BCU(lanes={lanes}); watched id: AnyConst, entry: AnyConst; "
-                   "initial state: resets applied, L2 scrub over")
+        inside = (ptr.addr >= entry.base) & (end <= limit) & entry.valid & (entry.kernel_id == kernel_w) & \
+            ~(saved.store & entry.read_only)
+        h.check(f"lane{k}_inside_entry", inside, guard=guard & lane_w)
+    h.notes.append(f"BCU(lanes={lanes}, slots={SLOTS}); watched slot, id, entry: AnyConst; watched launch: "
+                   "chosen; RBT memory: up to 4 outstanding; initial state: resets applied, L2 scrub over")
+    return h
+
+
+# ---------------------------------------------------------------- the RCaches (the engine)
+def rcache_coherence(mutant=None, lanes=ENGINE_LANES):
+    """On ``Engine(lanes, slots=4)``: the watched micro-op (a lookup of slot ``ws`` with
+    encrypted id ``ew``, accepted during the epoch) leaves the engine within the epoch
+    with ``E`` as its entry (as the RCache keeps it: kernel id compared with the epoch's),
+    whether it hit L1, hit L2, waited on a pending entry or missed. Micro-ops are free (any
+    slot, id, ``stale`` bit), so the RCaches see any mix of hits and misses of every slot."""
+    h = Harness(reset=False)
+    m = h.m
+    dut = Engine(lanes, SLOTS, _formal_mutant=mutant)
+    frozen, fragment = freeze(dut)
+    m.submodules.dut = frozen
+    regs = dict(registers(fragment))
+    _start_after_scrub(h, fragment)
+    launch = [h.any_seq(1, f"launch_{s}") for s in range(SLOTS)]
+    m.d.comb += dut.launch.eq(Cat(*launch))
+    kernels = []
+    for s in range(SLOTS):
+        m.d.comb += [dut.id_key[s].eq(_slot_config(h, launch[s], "id_key", dut.id_key[s].shape(), s)),
+                     dut.rbt_base[s].eq(_slot_config(h, launch[s], "rbt_base", dut.rbt_base[s].shape(), s))]
+        kernels.append(_slot_config(h, launch[s], "kernel_id", dut.kernel_id[s].shape(), s))
+        m.d.comb += dut.kernel_id[s].eq(kernels[-1])
+    ws, in_epoch, kernel_w = _epoch(h, Cat(*launch), kernels, start_in_epoch=True)
+    # micro-ops: free, by the stream rule; back-pressure on the output free
+    i, o = dut.i, dut.o
+    m.d.comb += [i.valid.eq(h.any_seq(1, "uop_valid")),
+                 Value.cast(i.payload).eq(h.any_seq(len(Value.cast(i.payload)), "uop")),
+                 o.ready.eq(h.any_seq(1, "out_ready"))]
+    held = h.past(i.valid & ~i.ready, "uop_held_prev")
+    h.assume(h.first | ~held | (i.valid & (Value.cast(i.payload) == h.past(i.payload, "uop_prev"))))
+    ew = h.any_const(ID_BITS, "watched_enc_id")
+    entry = h.any_const(rbt_entry_layout, "watched_entry")
+    cached = _cached(h, entry, kernel_w)
+    fetch2 = data.View(fetch_layout(dut._slot_bits), regs["fetch2"])
+    _rbt_memory(h, dut.mem_req, dut.mem_resp, fetch2, ws, ew, in_epoch, entry)
+    _l1_lemma(h, regs, "", ws, ew, in_epoch, cached)
+    watched = i.payload.lookup & (i.payload.slot == ws) & (i.payload.eid == ew)
+    watch = _Watch(h, i.valid & i.ready, in_epoch & watched, o.valid & o.ready, i.payload, "uop")
+    h.check("entry_is_watched", o.payload.entry.as_value() == Value.cast(cached), guard=watch.mine & in_epoch)
+    h.notes.append(f"Engine(lanes={lanes}, slots={SLOTS}); watched slot, id, entry: AnyConst; watched launch: "
+                   "chosen; RBT memory: up to 4 outstanding; initial state: resets applied, L2 scrub over")
+    return h
+
+
+# ---------------------------------------------------------------- the checker
+def checker_sound(mutant=None, lanes=CHECKER_LANES):
+    """On ``Checker(lanes)``: a request's answer says ``ok`` (cause NONE) only if every
+    micro-op of the request passed the spec: a lookup has a valid entry of the kernel,
+    ``entry.base <= lo`` and ``hi + 2^size_log2 <= entry.base + entry.size`` (49 bits) and is
+    not a store to a read-only entry; a micro-op without lookup carries cause NONE. The
+    answer carries the request's tag. Micro-ops free (any entry, any split of a request);
+    back-pressure free; reset in the first cycle and free afterwards."""
+    h = Harness(reset=True)
+    m = h.m
+    dut = Checker(lanes, _formal_mutant=mutant)
+    m.submodules.dut = dut
+    free_inputs(m, dut)
+    i, o = dut.i, dut.o
+    op = i.payload
+    e = op.entry
+    size = Cat(Const(1, 1), Const(0, 7)) << op.size_log2
+    end, limit = Signal(VA_BITS + 1, name="spec_end"), Signal(VA_BITS + 1, name="spec_limit")
+    m.d.comb += [end.eq(op.hi + size), limit.eq(e.base + e.size)]
+    op_ok = Signal(name="spec_op_ok")
+    m.d.comb += op_ok.eq(Mux(op.lookup, e.valid & e.kernel_ok & (op.lo >= e.base) & (end <= limit) &
+                             ~(op.store & e.read_only), op.cause.as_value() == Cause.NONE.value))
+    # the request's verdict so far (micro-ops since the last one with `last`)
+    so_far = Signal(init=1, name="spec_request_ok")
+    accepted = i.valid & i.ready
+    with m.If(accepted):
+        m.d.sync += so_far.eq(Mux(op.last, 1, so_far & op_ok))
+    request = Signal(data.StructLayout({"ok": 1, "tag": len(op.tag)}), name="spec_request")
+    m.d.comb += [request.ok.eq(so_far & op_ok), request.tag.eq(op.tag)]
+    watch = _Watch(h, accepted & op.last, 1, o.valid & o.ready, request, "request")
+    saved = data.View(request.shape(), watch.saved)
+    answer = o.payload.log
+    h.check("ok_only_if_inside", (answer.cause.as_value() != Cause.NONE.value) | saved.ok, guard=watch.mine)
+    h.check("answer_tag", answer.tag == saved.tag, guard=watch.mine)
+    h.notes.append(f"Checker(lanes={lanes}); micro-ops free; reset in the first cycle, free afterwards")
     return h
 
 
@@ -176,15 +350,61 @@ def log_counts_saturate(mutant=None, lanes=COUNTER_LANES):
     return h
 
 
-DEPTH = 13
+SOUNDNESS_DEPTH = 14
+RCACHE_DEPTH = 10
+CHECKER_DEPTH = 10
 PROPERTIES = [
-    *with_mutant(Property("bcu", "soundness", soundness, depth=DEPTH, params={"lanes": LANES},
-                          doc="ok for a Type 2 warp: every active lane of the watched id is inside the "
-                              "(symbolic) entry fetched for it; bounded: answers from a fetch"),
-                 "ignore_size", "the checker ends an access at its first byte (ignores the access size)"),
-    *with_mutant(Property("bcu", "log_counts_saturate", log_counts_saturate, depth=2, induction=1,
-                          params={"lanes": COUNTER_LANES},
-                          doc="every slot's violation-log count holds or counts up by one unless reset "
-                              "or launched: it holds at 2^32 - 1"),
-                 "log_wraps", "a slot's log count counts on past 2^32 - 1 (to 0)"),
+    *with_mutants(
+        Property("bcu", "soundness", soundness, depth=SOUNDNESS_DEPTH, params={"lanes": LANES, "slots": SLOTS},
+                 fast=False,
+                 doc="ok for a Type 2 warp of any slot, accepted and answered in one launch: every active lane "
+                     "of the watched id is inside the entry the RBT held for it in that launch",
+                 depth_reason="a warp's answer from an RBT fetch leaves in step 12 at the earliest (the slot "
+                              "active from step 1; 3 front registers; E, F1, F2, mem_req, mem_resp, the queue; "
+                              "3 checker registers), a 2-id warp's (two micro-ops, two fetches) in step 13: "
+                              "14 steps cover every warp answered from fetches, with launches, retires, other "
+                              "slots' requests and back-pressure before it; hits and relaunch hazards need "
+                              "more steps and are rcache_coherence's"),
+        ("ignore_size", "the checker ends an access at its first byte (ignores the access size)"),
+        ("end_last_byte", "the checker ends an access at its last byte, compared against the one-past limit "
+                          "(off by one at the bound)"),
+    ),
+    *with_mutants(
+        Property("bcu", "rcache_coherence", rcache_coherence, depth=RCACHE_DEPTH,
+                 params={"lanes": ENGINE_LANES, "slots": SLOTS, "design": "Engine"}, fast=False,
+                 doc="a lookup of the watched (slot, id) accepted and answered in one launch leaves the "
+                     "engine with the entry the RBT held for it in that launch: L1/L2 hits, misses, pending "
+                     "hits, 4 fetches outstanding, relaunches",
+                 depth_reason="the first cycle may be in the watched launch (empty RCaches): a miss "
+                              "accepted in step 0 is in E in step 1, its fetch in F1 2, F2/mem_req 3, its "
+                              "answer in step 4; a hit on it (L1, or waiting on the pending entry) leaves by "
+                              "step 6; a fill in the previous launch, the watched launch, then a hit in it, by "
+                              "step 8; 4 misses in E in steps 1-4 have 4 fetches outstanding from step 6. "
+                              "10 steps cover these with micro-ops of other ids and slots around them; an L2 "
+                              "hit (after 4 more misses evict the L1 way) needs about 11 and is not covered "
+                              "(step 9 alone took 6 minutes)"),
+        ("no_flush", "a launch does not invalidate its slot's L1 ways (a hit after a relaunch)",
+         "Engine._formal_mutant"),
+        ("fill_any_pending", "a memory answer fills every pending L1 way, not only the way waiting for that "
+                             "fetch (another fetch's or a previous launch's RBT word)", "Engine._formal_mutant"),
+        ("answer_to_newest", "a memory answer completes the answer-queue entry of the newest fetch instead "
+                             "of its own (wrong outstanding entry)", "Engine._formal_mutant"),
+    ),
+    *with_mutants(
+        Property("bcu", "checker_sound", checker_sound, depth=CHECKER_DEPTH,
+                 params={"lanes": CHECKER_LANES, "design": "Checker"}, fast=False,
+                 doc="the checker's answer is ok only if every micro-op of its request is inside its entry "
+                     "(spec in 49-bit arithmetic) or carries no cause; the answer has the request's tag",
+                 depth_reason="after the reset in step 0, a request of one micro-op is answered in step 4 "
+                              "(C1, C2, OUT), one of n micro-ops in step 3 + n: 10 steps cover requests of up "
+                              "to 6 micro-ops, and several requests back to back, with back-pressure"),
+        ("ignore_size", "the checker ends an access at its first byte (ignores the access size)"),
+        ("end_last_byte", "the checker ends an access at its last byte, compared against the one-past limit "
+                          "(off by one at the bound)"),
+    ),
+    *with_mutants(Property("bcu", "log_counts_saturate", log_counts_saturate, depth=2, induction=1,
+                           params={"lanes": COUNTER_LANES},
+                           doc="every slot's violation-log count holds or counts up by one unless reset "
+                               "or launched: it holds at 2^32 - 1"),
+                  ("log_wraps", "a slot's log count counts on past 2^32 - 1 (to 0)")),
 ]

@@ -17,7 +17,9 @@ from hw.common import add, wire
 from .layout import SLOT_BITS, TAG_BITS, VA_BITS, Cause, check_lanes, check_layout, lane_bits, log_layout
 from .pipe import add_small, stage
 
-__all__ = ["Checker", "answer_layout"]
+__all__ = ["Checker", "answer_layout", "MUTANTS"]
+
+MUTANTS = (None, "ignore_size", "end_last_byte")     # test-only (formal/gpushield.py)
 
 
 def answer_layout(lanes=32):
@@ -33,9 +35,10 @@ class Checker(wiring.Component):
 
     def __init__(self, lanes=32, *, _formal_mutant=None):
         self.lanes = check_lanes(lanes)
-        # test-only seeded bug for formal/gpushield.py (never set in a design):
-        # "ignore_size" ends a group's access at its last lane's first byte
-        if _formal_mutant not in (None, "ignore_size"):
+        # test-only seeded bugs for formal/gpushield.py (never set in a design):
+        # "ignore_size" ends a group's access at its last lane's first byte; "end_last_byte"
+        # ends it at its last byte (hi + bytes - 1), compared against the one-past limit
+        if _formal_mutant not in MUTANTS:
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         lb = lane_bits(lanes)
@@ -62,8 +65,7 @@ class Checker(wiring.Component):
         entry = c1.entry
         m.d.comb += [
             c2_in.limit.eq(add(m, entry.base, entry.size, VA_BITS + 1, "limit")),
-            c2_in.end.eq(add_small(m, c1.hi, Const(1, 4) if self._formal_mutant == "ignore_size"
-                                   else (Const(1, 4) << c1.size_log2)[:4], "end")),
+            c2_in.end.eq(add_small(m, c1.hi, self._access_bytes(c1.size_log2), "end")),
             c2_in.under.eq(c1.lo < entry.base),
             c2_in.valid.eq(entry.valid),
             c2_in.kernel_ok.eq(entry.kernel_ok),
@@ -84,6 +86,14 @@ class Checker(wiring.Component):
             out_ready.eq(self.o.ready),
         ]
         return m
+
+    def _access_bytes(self, size_log2):
+        """The bytes of one lane's access, 4 bits (a mutant's otherwise)."""
+        if self._formal_mutant == "ignore_size":
+            return Const(1, 4)
+        if self._formal_mutant == "end_last_byte":
+            return ((Const(1, 4) << size_log2) - 1)[:4]
+        return (Const(1, 4) << size_log2)[:4]
 
     def _cause(self, m, c2, done):
         """The cause of C2's group and the request's answer so far (the first failing

@@ -44,6 +44,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.common import increment, wire
 
+from .checker import MUTANTS as CHECKER_MUTANTS
 from .checker import Checker
 from .engine import (
     FETCH_DELAY,
@@ -56,6 +57,7 @@ from .engine import (
     QUEUE_DEPTH,
     Engine,
 )
+from .engine import MUTANTS as ENGINE_MUTANTS
 from .front import Front, front_registers
 from .layout import (
     COUNTER_BITS,
@@ -141,8 +143,9 @@ class BCU(wiring.Component):
     def __init__(self, lanes=32, slots=MAX_SLOTS, *, _formal_mutant=None):
         self.lanes = check_lanes(lanes)
         self.slots = check_slots(slots)
-        # test-only (formal/gpushield.py): "log_wraps" here, the Checker's otherwise
-        if _formal_mutant not in (None, "ignore_size", "log_wraps"):
+        # test-only (formal/gpushield.py): "log_wraps" here, the Checker's and the Engine's
+        # otherwise (passed on to them)
+        if _formal_mutant not in (*CHECKER_MUTANTS, *ENGINE_MUTANTS, "log_wraps"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         # cycles `req.ready` stays low after reset (from the first cycle with rst low) while
@@ -194,10 +197,11 @@ class BCU(wiring.Component):
         m = Module()
         slots = range(self.slots)
         port = self.slot_port
+        # the checker's and the engine's mutants are theirs; "log_wraps" is this module's (below)
+        checker_mutant = self._formal_mutant if self._formal_mutant in CHECKER_MUTANTS else None
+        engine_mutant = self._formal_mutant if self._formal_mutant in ENGINE_MUTANTS else None
         m.submodules.front = front = Front(self.lanes, self.slots)
-        m.submodules.engine = engine = Engine(self.lanes, self.slots)
-        # "ignore_size" is the checker's own mutant; "log_wraps" is this module's (below)
-        checker_mutant = "ignore_size" if self._formal_mutant == "ignore_size" else None
+        m.submodules.engine = engine = Engine(self.lanes, self.slots, _formal_mutant=engine_mutant)
         m.submodules.checker = checker = Checker(self.lanes, _formal_mutant=checker_mutant)
         # no request while the engine zeroes its L2 entries after reset (scrub_cycles)
         m.d.comb += [front.req.valid.eq(self.req.valid & ~engine.scrubbing),

@@ -78,7 +78,7 @@ from .pipe import stage
 _LOW_BITS = 4 + ID_BITS     # the bits of an RBT address that 16 id reaches
 
 __all__ = ["Engine", "L1_ENTRIES", "L2_ENTRIES", "MAX_FETCHES", "QUEUE_DEPTH", "L1_CYCLES",
-           "L2_CYCLES", "MISS_CYCLES", "FETCH_DELAY", "fetch_layout"]
+           "L2_CYCLES", "MISS_CYCLES", "FETCH_DELAY", "fetch_layout", "MUTANTS"]
 
 L1_ENTRIES = 4
 L2_ENTRIES = 64
@@ -89,6 +89,13 @@ L1_CYCLES = 1       # no lookup, or an L1 hit
 L2_CYCLES = 2       # an L2 hit: tags, then the L2 word
 MISS_CYCLES = 1     # a primary miss: allocate, issue the fetch, move on into the queue
 FETCH_DELAY = 2     # from a miss's E cycle to its mem_req (F1, F2)
+# test-only seeded bugs (formal/gpushield.py, never set in a design):
+# "no_flush": a launch does not invalidate its slot's L1 ways (a hit after a relaunch);
+# "fill_any_pending": a memory answer fills every pending L1 way, not only the way waiting
+#   for that fetch (another fetch's, or a previous launch's, RBT word in a way);
+# "answer_to_newest": a memory answer completes the answer-queue entry of the newest fetch
+#   instead of its own (wrong outstanding entry)
+MUTANTS = (None, "no_flush", "fill_any_pending", "answer_to_newest")
 
 # the ring and queue pointers wrap by overflowing: both sizes are powers of two
 assert MAX_FETCHES & (MAX_FETCHES - 1) == 0 and QUEUE_DEPTH & (QUEUE_DEPTH - 1) == 0
@@ -158,9 +165,12 @@ class Engine(wiring.Component):
     entries are zeroed (the owner must send nothing meanwhile; the BCU refuses requests).
     """
 
-    def __init__(self, lanes=32, slots=1):
+    def __init__(self, lanes=32, slots=1, *, _formal_mutant=None):
         self.lanes = check_lanes(lanes)
         self.slots = check_slots(slots)
+        if _formal_mutant not in MUTANTS:
+            raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
+        self._formal_mutant = _formal_mutant
         # slot bits in a cache tag: none for one slot
         self._slot_bits = bits_for(slots - 1) if slots > 1 else 0
         super().__init__({
@@ -286,7 +296,8 @@ class Engine(wiring.Component):
         a_kernel = self._per_slot(m, self.kernel_id, a_slot, "answer_kernel_id")
         m.d.comb += [fetched.base.eq(rbt.base), fetched.size.eq(rbt.size), fetched.valid.eq(rbt.valid),
                      fetched.read_only.eq(rbt.read_only), fetched.kernel_ok.eq(rbt.kernel_id == a_kernel)]
-        a_q = _by_index(m, ring.q, ring.answer, "answer_q")
+        a_q = _by_index(m, ring.q, ring.alloc - 1 if self._formal_mutant == "answer_to_newest" else ring.answer,
+                        "answer_q")
         a_l2 = _by_index(m, ring.l2, ring.answer, "answer_l2")
         fill_l2 = wire(m, answered & ring.fill.bit_select(ring.answer, 1) & l2.pending.bit_select(a_l2, 1),
                        "fill_l2")
@@ -441,7 +452,8 @@ class Engine(wiring.Component):
         op_launch = self._launch_of(self._slot(op.slot))
         for w in range(L1_ENTRIES):
             # the memory answer for this way's pending fetch
-            with m.If(answered & l1.pending[w] & (l1.seq[w] == ring.answer)):
+            mine = 1 if self._formal_mutant == "fill_any_pending" else l1.seq[w] == ring.answer
+            with m.If(answered & l1.pending[w] & mine):
                 m.d.sync += [l1.data[w].eq(fetched), l1.pending[w].eq(0)]
             alloc_w = wire(m, l1_alloc & (victim == w), f"l1_alloc{w}")
             with m.If(alloc_w):
@@ -449,7 +461,8 @@ class Engine(wiring.Component):
                              l1.seq[w].eq(ring.alloc), l1.data[w].eq(hit_entry)]
             # a launch flushes its slot's entries (the slot of the tag after this cycle)
             slot_w = l1.tag[w][ID_BITS:]
-            with m.If(Mux(alloc_w, op_launch, self._launch_of(slot_w) if sb else self.launch[0])):
+            flush_w = Mux(alloc_w, op_launch, self._launch_of(slot_w) if sb else self.launch[0])
+            with m.If(0 if self._formal_mutant == "no_flush" else flush_w):
                 m.d.sync += [l1.valid[w].eq(0), l1.pending[w].eq(0)]
         # the reset scrub owns the write port while it runs (no micro-op is in E then)
         scrubbing = Signal(init=1, name="l2_scrubbing")
