@@ -1,66 +1,137 @@
-"""``sxp`` (hw/sxp): key staging scrub, the trusted-mode lock, write-only key slots.
+"""``sxp`` (hw/sxp): key staging scrub, the trusted-mode lock, key non-interference, the region check.
 
-**What the SXP properties are proved on.** ``SXP(contexts=2, lanes=1)`` itself
-(hw/sxp/core.py: its register file with the host/ccu permission hooks, ``TrustGate``,
-``KeyStager``, ``ExceptionRecorder``, the DENIED counter, all wired as the RTL wires them),
-with the five datapath blocks — the two ``Ingress``, ``ReadParking`` and the two
-``EnginePath`` (each a ``gcm_core``) — replaced before elaboration by :class:`formal.Stub`
-components of the same signature: their outputs (stream handshakes and payloads,
-exception events, release/busy, ``key.ready``) are free in every cycle and their inputs
-are ignored. That is an over-approximation: every behaviour of the real datapath is one
-of the stub's, so a property proved here holds for the whole SXP (sound for safety
-properties); it only loses properties that need the datapath to behave (none here).
+What each property is proved on, and what it abstracts:
 
 - ``key_stage_scrub`` (on the ``KeyStager`` component): its registers (the eight staging
   words, the holding register, the pending flags and context) have ordinary resets, so
   the scrub length is 0 cycles: in the first cycle after the reset they are all zero.
-- ``trusted_lock``: in a cycle where STATUS.trusted is set (and no reset): a host read
-  returns zero in the next cycle; every configuration register (KXBCTXMAP, KPHYSMAP,
-  KSEL_BASE, KSEL_LIMIT) changes exactly as the ccu port's write alone says (the host
-  cannot change it), STATUS.exc only by the hardware or a ccu write-1-to-clear; the write
-  strobes of KEY_W0..7, KEY_COMMIT and CTRL come from the ccu port only (with its data);
-  with the ccu port idle the staging words do not change and the holding register only
-  clears; and trusted mode stays on. By k-induction.
-- ``key_slots_write_only``: a miter of two copies of the SXP that see the same inputs
-  except the data of every write to a key slot (KEY_W0..7), which is free in each copy,
-  and whose stubbed datapaths produce the same values. A read of KEY_W0..7 or KEY_COMMIT
-  returns zero on both ports; both ports' read data, ``irq``, every hardware source of a
-  read field (STATUS.key_busy included) and every flip-flop except the staging words and
-  the holding register are equal in the two copies, in every cycle (by k-induction). So
-  no bit of a staged key can reach a register read. (The keys do change what the engines
-  do — a wrong key fails a tag — which the shared stubs leave out on purpose: this is
-  about the register file and the control plane, not about the cipher.)
+- ``trusted_lock``: ``SXP(contexts=2, lanes=1)`` as hw/sxp/core.py wires it (register file
+  with the host/ccu permission hooks, ``TrustGate``, ``KeyStager``, ``ExceptionRecorder``,
+  DENIED), with the five datapath blocks (the two ``Ingress``, ``ReadParking``, the two
+  ``EnginePath``) replaced by :class:`formal.Stub` s whose outputs are free in every cycle (an
+  over-approximation: sound for these safety checks). Checks: ``STATUS.trusted`` is 1 only
+  while the configuration (KXBCTXMAP, KPHYSMAP, KSEL_BASE, KSEL_LIMIT) is consistent by
+  :func:`spec_consistent` (written here from docs/sxp.md, not from TrustGate's pipeline); from
+  the trust request on (``TrustGate.locked``) and in trusted mode no configuration field
+  changes, whatever either port writes, so the configuration in force in trusted mode is the
+  one checked; a host read returns zero; STATUS.exc changes only by the hardware or a ccu
+  write-1-to-clear; the strobes of KEY_W0..7, KEY_COMMIT and CTRL come from the ccu port
+  only; with the ccu idle the staged key does not change; trusted mode stays on; DENIED
+  counts exactly the refused accesses (host: every register access while locked; ccu: a
+  configuration write while locked). By k-induction.
+- ``key_slots_write_only``: a miter of two SXPs that see the same inputs except the data
+  written to KEY_W0..7 (free in each copy, on both ports). The ingresses, the read parking
+  stage, the register file and the control blocks are the real ones; each ``EnginePath`` (the
+  AES-GCM engine with its meta FIFO) is replaced in both copies by a stub driven by the SAME
+  free values, so the engine is abstracted as "any behaviour, the same in both copies": any
+  difference at an output must come from a path outside the engine. Checks, every cycle:
+  every output (``pcie_o``, ``xb_o``, ``xb_i.ready``, ``pcie_i.ready``, both ports' read
+  data, ``irq``) is equal in the two copies, key slots read zero, every hardware source of a
+  read field and every flip-flop except the staging words and the holding register are
+  equal. By k-induction. (The key does change what a real engine does — a wrong key fails a
+  tag — which the shared stubs leave out on purpose.)
+- ``key_slots_engine_path``: the same miter with the real ``EnginePath`` s (skid buffer, meta
+  FIFO, output mux, events) and only their ``gcm_core`` replaced by shared stubs, so a key
+  bit routed into an engine path's output outside the cipher is seen too. The meta FIFO is
+  a memory, which the flip-flop walk cannot name, so this one is bounded (``depth_reason``).
+- ``region_check`` (on ``Ingress(requests=True, contexts=2, lanes=1)``, every 32-bit address,
+  11-bit length and configuration, the configuration constant): a request's first beat is
+  decided "passes" only if it lies entirely in its region, and an in-region request is never
+  refused for its region or map — the spec (:func:`spec_route`) follows KXBCTXMAP ->
+  KPHYSMAP -> KSEL_BASE/KSEL_LIMIT with ``end = addr + length`` in 33 bits; every beat that
+  leaves carries a header in its region and the physical context the spec names; each check
+  stage holds what the spec says of its beat. By k-induction.
 """
 import re
 
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Cat, Mux, Signal, Value
-from amaranth.lib import wiring
+from amaranth.hdl import Cat, Const, Mux, Signal, Value
+from amaranth.lib import data, wiring
 
 from hw.csr import Access
 from hw.sxp import SXP
 from hw.sxp.control import KeyStager, TrustGate
-from hw.sxp.regs import ADDR_KEY, ADDR_KEY_COMMIT, KEY_WORDS
+from hw.sxp.ingress import Ingress
+from hw.sxp.packet import Header, Kind
+from hw.sxp.regs import ADDR_KEY, ADDR_KEY_COMMIT, KEY_WORDS, REGIONS, XBCTX_ENTRIES, Cause, is_config_register
 
-from . import Harness, Property, Stub, discard, free_inputs, freeze, registers, with_mutant
+from . import Harness, Property, Stub, discard, free_inputs, freeze, registers, with_mutants
 from .aes import scrub_checks
 
-__all__ = ["PROPERTIES", "control_plane", "register_file"]
+__all__ = ["PROPERTIES", "control_plane", "register_file", "spec_consistent", "spec_route"]
 
 CONTEXTS, LANES = 2, 1
 DATAPATH = ("requests", "completions", "parking", "engine_w", "engine_r")
+ENGINES = ("engine_w", "engine_r")
 KEY_ADDRS = [ADDR_KEY + 4 * k for k in range(KEY_WORDS)] + [ADDR_KEY_COMMIT]
 
 
-def control_plane(contexts=CONTEXTS, lanes=LANES, *, trust=None, keys=None, drivers=None):
-    """An SXP whose datapath blocks are :class:`Stub` s (with shared *drivers*
-    ``{block: {path: signal}}`` if given); *trust* / *keys*: a mutant name for the
-    TrustGate / KeyStager. Returns ``(sxp, frozen, fragment, register_file)``."""
-    sxp = SXP(contexts, lanes)
-    for name in DATAPATH:
+# ---------------------------------------------------------------- specs (from docs/sxp.md)
+def spec_consistent(kphysmap, base, limit):
+    """docs/sxp.md, "Registers and trusted mode": every KPHYSMAP entry names a region 1..16,
+    no two the same, and the 17 regions [base, limit) are pairwise disjoint, an empty one
+    (limit <= base) overlapping nothing. Two non-empty half-open intervals are disjoint iff
+    one ends at or before the other starts."""
+    terms = [(r >= 1) & (r <= REGIONS - 1) for r in kphysmap]
+    terms += [kphysmap[a] != kphysmap[b] for a in range(len(kphysmap)) for b in range(a + 1, len(kphysmap))]
+    for i in range(REGIONS):
+        for j in range(i + 1, REGIONS):
+            empty = (limit[i] <= base[i]) | (limit[j] <= base[j])
+            terms.append(empty | (limit[i] <= base[j]) | (limit[j] <= base[i]))
+    return Cat(*terms).all()
+
+
+def spec_route(hdr, kxbctxmap, kphysmap, base, limit, contexts):
+    """``(reaches, phys)`` of a request header by docs/sxp.md: an aes request goes through
+    KXBCTXMAP[xbctx] = phys (< contexts) and KPHYSMAP[phys] = region (1..16); a clear one uses
+    region 0; it reaches (phys, or the clear path) iff base[region] <= addr and
+    addr + length <= limit[region], the sum taken over the integers (33 bits here)."""
+    lo, hi, map_ok, phys = _bounds(hdr, kxbctxmap, kphysmap, base, limit, contexts)
+    end = hdr.addr.as_unsigned() + hdr.length.as_unsigned()         # 33 bits: no wrap
+    inside = (hdr.addr >= lo) & (end <= hi)
+    return Mux(hdr.aes, map_ok & inside, inside), phys
+
+
+def _bounds(hdr, kxbctxmap, kphysmap, base, limit, contexts):
+    """(base, limit, map ok, phys) of the region a request header selects: region 0 for a
+    clear request, KPHYSMAP[KXBCTXMAP[xbctx]] for an aes one (map ok: phys < contexts and the
+    region in 1..16)."""
+    phys = _select(kxbctxmap, hdr.xbctx)
+    phys_ok = phys < contexts
+    region = Mux(phys_ok, _select(kphysmap, phys), 0)
+    map_ok = phys_ok & (region >= 1) & (region <= REGIONS - 1)
+    sel = Mux(hdr.aes, region, 0)
+    return _select(base, sel), _select(limit, sel), map_ok, phys
+
+
+def _select(values, index):
+    """``values[index]`` for a Python list of Values (0 past its end)."""
+    out = Const(0, max(len(Value.cast(v)) for v in values))
+    for k, v in enumerate(values):
+        out = Mux(index == k, v, out)
+    return out
+
+
+# ---------------------------------------------------------------- building blocks
+def control_plane(contexts=CONTEXTS, lanes=LANES, *, stub=DATAPATH, trust=None, keys=None, sxp_mutant=None,
+                  drivers=None, gcm_drivers=None):
+    """An SXP whose blocks named in *stub* are :class:`Stub` s (with shared *drivers*
+    ``{block: {path: signal}}`` if given); with *gcm_drivers* the engine paths stay real and
+    their ``gcm_core`` is a stub driven by ``gcm_drivers[engine]``. *trust* / *keys* /
+    *sxp_mutant*: a mutant name for the TrustGate / KeyStager / SXP. Returns ``(sxp, frozen,
+    fragment, register_file)``."""
+    sxp = SXP(contexts, lanes, _formal_mutant=sxp_mutant)
+    for name in stub:
         block = getattr(sxp, name)
         discard(block)
         setattr(sxp, name, Stub(block.signature, None if drivers is None else drivers[name]))
+    if gcm_drivers is not None:
+        for name in ENGINES:
+            engine = getattr(sxp, name)
+            gcm = engine.gcm
+            discard(gcm)
+            engine.gcm = Stub(gcm.signature, gcm_drivers[name])
+            engine.gcm.latency = gcm.latency
     if trust is not None:
         discard(sxp.trust)
         sxp.trust = TrustGate(contexts, _formal_mutant=trust)
@@ -91,6 +162,19 @@ def _writes(bus, reg):
     return bus.w_stb & (bus.addr == reg.addr)
 
 
+def _mapped(bus, regmap):
+    return Cat(*(bus.addr == r.addr for r in regmap)).any()
+
+
+def _config(rf):
+    """The configuration as the register file holds it: (kxbctxmap, kphysmap, base, limit)."""
+    n = len([r for r in rf.regmap if r.name.startswith("KPHYSMAP")])
+    return ([rf[f"KXBCTXMAP{i}"]["phys"].q for i in range(XBCTX_ENTRIES)],
+            [rf[f"KPHYSMAP{p}"]["region"].q for p in range(n)],
+            [rf[f"KSEL_BASE{r}"]["addr"].q for r in range(REGIONS)],
+            [rf[f"KSEL_LIMIT{r}"]["addr"].q for r in range(REGIONS)])
+
+
 # ---------------------------------------------------------------- key staging scrub
 def key_stage_scrub(mutant=None):
     h = Harness()
@@ -104,37 +188,42 @@ def key_stage_scrub(mutant=None):
 
 
 # ---------------------------------------------------------------- trusted-mode lock
+TRUST_MUTANTS = {"unlock"}
+
+
 def trusted_lock(mutant=None):
     h = Harness()
-    sxp, frozen, fragment, rf = control_plane(trust=mutant)
+    sxp, frozen, fragment, rf = control_plane(trust=mutant if mutant in TRUST_MUTANTS else None,
+                                              sxp_mutant=None if mutant in TRUST_MUTANTS else mutant)
     h.m.submodules.sxp = frozen
     free_inputs(h.m, sxp)
     host, ccu = sxp.host, sxp.ccu
-    trusted = sxp.trust.trusted
+    trusted, locked = sxp.trust.trusted, sxp.trust.locked
+    now = ~h.rst
     # the previous cycle
-    was = h.past(trusted & ~h.rst, "was_trusted")
+    was = h.past(trusted & now, "was_trusted")
+    was_locked = h.past(locked & now, "was_locked")
     host_read = h.past(host.r_stb, "host_read_prev")
     ccu_w = {name: h.past(getattr(ccu, name), f"ccu_{name}_prev")
              for name in ("w_stb", "addr", "w_data")}
     h.check("trusted_stays", trusted, guard=was)
     h.check("host_read_zero", host.r_data == 0, guard=was & host_read)
+    # the configuration is frozen from the request on (what trusted_entry shows consistent at the
+    # rise is what stays in force)
     for reg, f, port in _fields(rf, Access.RW):
         prev = h.past(port.q, f"{reg.name}_{f.name}_prev")
-        hit = ccu_w["w_stb"] & (ccu_w["addr"] == reg.addr)
-        want = Mux(hit, ccu_w["w_data"][f.offset:f.offset + f.width], prev)
-        h.check(f"cfg_{reg.name}_{f.name}", port.q == want, guard=was)
+        h.check(f"cfg_{reg.name}_{f.name}", port.q == prev, guard=was | was_locked)
     for reg, f, port in _fields(rf, Access.W1C):
         prev = h.past(port.q, f"{reg.name}_{f.name}_prev")
         hw_set = h.past(port.set, f"{reg.name}_{f.name}_set_prev")
         hit = ccu_w["w_stb"] & (ccu_w["addr"] == reg.addr)
         clear = Mux(hit, ccu_w["w_data"][f.offset:f.offset + f.width], 0)
         h.check(f"w1c_{reg.name}_{f.name}", port.q == ((prev & ~clear) | hw_set), guard=was)
-    now = trusted & ~h.rst
     for reg, f, port in _fields(rf, Access.W):
         ccu_hit = _writes(ccu, reg)
-        h.check(f"stb_{reg.name}_{f.name}", port.stb == ccu_hit, guard=now)
+        h.check(f"stb_{reg.name}_{f.name}", port.stb == ccu_hit, guard=trusted & now)
         h.check(f"data_{reg.name}_{f.name}",
-                port.data == ccu.w_data[f.offset:f.offset + f.width], guard=now & ccu_hit)
+                port.data == ccu.w_data[f.offset:f.offset + f.width], guard=trusted & now & ccu_hit)
     ccu_idle = ~ccu_w["w_stb"]
     stage = Cat(*sxp.keys.stage)
     stage_prev = h.past(stage, "key_stage_prev")
@@ -142,29 +231,77 @@ def trusted_lock(mutant=None):
     h.check("key_stage_kept", stage == stage_prev, guard=was & ccu_idle)
     h.check("key_held_kept_or_cleared", (sxp.keys.held == held_prev) | (sxp.keys.held == 0),
             guard=was & ccu_idle)
+    # DENIED counts every refused access: the host's while locked, the ccu's config writes while locked
+    regmap = sxp.regmap
+    config_addr = Cat(*(ccu.addr == r.addr for r in regmap if is_config_register(r))).any()
+    host_refused = locked & (host.w_stb | host.r_stb) & _mapped(host, regmap)       # one per port and cycle
+    ccu_refused = locked & ccu.w_stb & config_addr
+    expect = h.past(rf["DENIED"]["count"].r + host_refused + ccu_refused, "denied_expected")
+    h.check("denied_counts", rf["DENIED"]["count"].r == expect[:32], guard=h.past(now, "no_reset_prev"))
     h.notes.append(f"SXP(contexts={CONTEXTS}, lanes={LANES}) with stubbed datapath blocks "
-                   f"{', '.join(DATAPATH)}; trusted = sxp.trust.trusted")
+                   f"{', '.join(DATAPATH)}; trusted = sxp.trust.trusted, locked = sxp.trust.locked")
     return h
 
 
-# ---------------------------------------------------------------- write-only key slots
+# ---------------------------------------------------------------- entering trusted mode
+def trusted_entry(mutant=None):
+    """Trusted mode rises only with a configuration consistent by :func:`spec_consistent`.
+
+    No reset: the first cycle is any state of the SXP with ``trusted`` = 0 and no request
+    pending (any configuration, any pipeline contents, ``cfg_ok`` included). Every execution
+    that enters trusted mode has a last cycle in that set before it (the cycle of the request
+    that succeeds: ``trusted`` can only rise three cycles after a request taken while nothing
+    was pending), and from there trusted mode rises in step 4. So checking, in each of the
+    steps of the BMC, that trusted implies a consistent configuration covers every entry into
+    trusted mode: a proof by window, as the scrub properties are. trusted_lock proves that the
+    configuration then stays as it was."""
+    h = Harness(reset=False)
+    sxp, frozen, fragment, rf = control_plane(trust=mutant)
+    h.m.submodules.sxp = frozen
+    free_inputs(h.m, sxp)
+    pending = dict(registers(fragment))["trust.pending"]
+    h.assume(~h.first | (~sxp.trust.trusted & (pending == 0)))
+    kx, kp, base, limit = _config(rf)
+    ok = spec_consistent(kp, base, limit)
+    h.check("trusted_config_consistent", ok, guard=sxp.trust.trusted)
+    h.notes.append(f"SXP(contexts={CONTEXTS}, lanes={LANES}) with stubbed datapath blocks; no reset, first "
+                   "cycle: trusted = 0, TrustGate.pending = 0, everything else arbitrary")
+    return h
+
+
+# ---------------------------------------------------------------- key non-interference
 def _datapath_signatures():
     sxp = SXP(CONTEXTS, LANES)
     discard(sxp)
-    return {name: getattr(sxp, name).signature for name in DATAPATH}
+    return ({name: getattr(sxp, name).signature for name in DATAPATH},
+            {name: getattr(sxp, name).gcm.signature for name in ENGINES})
 
 
-def key_slots_write_only(mutant=None):
-    """Two copies of the SXP control plane (a miter); see the module docstring."""
-    h = Harness()
-    m = h.m
-    drivers = {name: Stub.shared_drivers(sig, name) for name, sig in _datapath_signatures().items()}
+def _shared(m, signatures):
+    drivers = {name: Stub.shared_drivers(sig, name) for name, sig in signatures.items()}
     for block in drivers.values():
         for value in block.values():
             value = Value.cast(value)
             m.d.comb += value.eq(AnySeq(len(value)))
-    a, fa, frag_a, rf_a = control_plane(drivers=drivers, keys=mutant)
-    b, fb, frag_b, rf_b = control_plane(drivers=drivers, keys=mutant)
+    return drivers
+
+
+KEY_MUTANTS = {"leak"}              # KeyStager's; the others are the SXP's
+
+
+def _key_miter(mutant, engine_path):
+    """Two SXPs (a miter) differing only in the data written to KEY_W0..7; the engines are
+    stubs driven by the same free values: the whole ``EnginePath`` (*engine_path* False) or
+    only its ``gcm_core`` (True)."""
+    h = Harness()
+    m = h.m
+    blocks, gcms = _datapath_signatures()
+    kw = {"stub": (), "gcm_drivers": _shared(m, gcms)} if engine_path else \
+        {"stub": ENGINES, "drivers": _shared(m, {name: blocks[name] for name in ENGINES})}
+    kw.update(keys=mutant if mutant in KEY_MUTANTS else None,
+              sxp_mutant=None if mutant in KEY_MUTANTS else mutant)
+    a, fa, frag_a, rf_a = control_plane(**kw)
+    b, fb, frag_b, rf_b = control_plane(**kw)
     m.submodules.a, m.submodules.b = fa, fb
     free_inputs(m, a)
     key_w = [a.regmap[f"KEY_W{k}"].addr for k in range(KEY_WORDS)]
@@ -183,19 +320,24 @@ def key_slots_write_only(mutant=None):
             m.d.comb += [free.eq(AnySeq(len(free))), other.eq(Mux(to_key, free, value))]
         else:
             m.d.comb += other.eq(value)
-    # no read returns a key bit: a key slot reads zero, and nothing read differs
+    # no output depends on the key data: every output port of the SXP, in every cycle
+    for path, member, value in a.signature.flatten(a):
+        if member.flow != wiring.Out:
+            continue
+        other = b
+        for step in path:
+            other = getattr(other, step)
+        h.check("out_" + "_".join(map(str, path)), Value.cast(value) == Value.cast(other))
     for port in ("host", "ccu"):
         bus = getattr(a, port)
         slot_read = h.past(~h.rst & bus.r_stb & Cat(*(bus.addr == k for k in slots)).any(),
                            f"{port}_slot_read_prev")
         h.check(f"{port}_key_slot_reads_zero", bus.r_data == 0, guard=slot_read)
-        h.check(f"{port}_r_data_equal", bus.r_data == getattr(b, port).r_data)
-    h.check("irq_equal", a.irq == b.irq)
     # the hardware sources of every read field
     for (reg, f, pa), (_, _, pb) in zip(_fields(rf_a, Access.R), _fields(rf_b, Access.R)):
         h.check(f"src_{reg.name}_{f.name}", pa.r == pb.r)
-    # every flip-flop of the two copies is equal except the key staging registers: the
-    # key data reaches nothing else (and this makes the induction close at k = 1)
+    # every flip-flop of the two copies is equal except the key staging registers: the key
+    # data reaches nothing else (with the engine paths stubbed this makes the induction close)
     regs_b = dict(registers(frag_b))
     key_regs = re.compile(r"^keys\.(key_stage\d+|key_held)$")
     kept = []
@@ -203,29 +345,159 @@ def key_slots_write_only(mutant=None):
         if key_regs.match(path):
             kept.append(path)
             continue
-        h.check("eq_" + path.replace(".", "__"), sig == regs_b[path])
+        h.check("eq_" + path.replace(".", "__").replace("#", "_"), sig == regs_b[path])
     if len(kept) != KEY_WORDS + 1:
         raise RuntimeError(f"expected the {KEY_WORDS} staging words and the held key, found {kept}")
     h.notes.append(f"registers allowed to differ between the copies: {', '.join(kept)}")
-    h.notes.append("miter: two SXP control planes (datapath stubs driven by the same free "
-                   "values), the same inputs except w_data of writes to KEY_W0..7")
+    stubbed = "gcm_core of each EnginePath" if engine_path else "each EnginePath"
+    h.notes.append(f"miter: two SXPs with real ingresses, read parking, registers, control; {stubbed} "
+                   "a stub driven by the same free values in both; the same inputs except w_data of "
+                   "writes to KEY_W0..7")
     return h
 
 
+def key_slots_write_only(mutant=None):
+    return _key_miter(mutant, engine_path=False)
+
+
+def key_slots_engine_path(mutant=None):
+    return _key_miter(mutant, engine_path=True)
+
+
+# ---------------------------------------------------------------- region check
+def _named(fragment, name):
+    """The one signal called *name* that *fragment* (not its submodules) assigns."""
+    found = []
+    for stmts in fragment.statements.values():
+        found += [s for s in stmts._lhs_signals() if s.name == name and not any(s is f for f in found)]
+    if len(found) != 1:
+        raise RuntimeError(f"{len(found)} signals named {name!r}")
+    return found[0]
+
+
+def region_check(mutant=None):
+    h = Harness()
+    m = h.m
+    n = CONTEXTS
+    dut = Ingress(requests=True, contexts=n, lanes=LANES, _formal_mutant=mutant)
+    frozen, fragment = freeze(dut)
+    m.submodules.dut = frozen
+    cfg = {"kxbctxmap": dut.kxbctxmap, "kphysmap": dut.kphysmap, "base": dut.base, "limit": dut.limit}
+    free_inputs(m, dut, skip={(k,) for k in cfg})
+    # a constant configuration (any one: consistent or not), every address and length
+    kx = [h.any_const(4, f"kxbctxmap{i}") for i in range(XBCTX_ENTRIES)]
+    kp = [h.any_const(5, f"kphysmap{p}") for p in range(n)]
+    base = [h.any_const(32, f"base{r}") for r in range(REGIONS)]
+    limit = [h.any_const(32, f"limit{r}") for r in range(REGIONS)]
+    for i in range(XBCTX_ENTRIES):
+        m.d.comb += dut.kxbctxmap[i].eq(kx[i])
+    for p in range(n):
+        m.d.comb += dut.kphysmap[p].eq(kp[p])
+    for r in range(REGIONS):
+        m.d.comb += [dut.base[r].eq(base[r]), dut.limit[r].eq(limit[r])]
+
+    def route(hdr):
+        return spec_route(hdr, kx, kp, base, limit, n)
+
+    # the framer's decision on a packet's first beat (cause_c, from C3 and the framing state)
+    c1, c2, c3 = dut.check_layouts()
+    regs = dict(registers(fragment))
+    s = {k: data.View(lay, regs[f"s{k}"]) for k, lay in ((1, c1), (2, c2), (3, c3))}
+    s_valid = {k: regs[f"s{k}_valid"] for k in (1, 2, 3)}
+    take, first = _named(fragment, "take"), _named(fragment, "first")
+    cause = _named(fragment, "cause_c")
+    hin = s[3].beat.hdr
+    decided = take & first
+    ok_in, phys_in = route(hin)
+    region_cause = (cause == Cause.MAP) | (cause == Cause.REGION) | (cause == Cause.CLEAR)
+    h.check("passes_only_inside", ok_in, guard=decided & (cause == Cause.NONE))
+    h.check("inside_never_refused", ~region_cause, guard=decided & ok_in)
+    # every beat that leaves: its header lies in its region, key_index is the spec's context
+    out = Header(dut.o.payload.meta.hdr)
+    ok_out, phys_out = route(out)
+    passes = dut.o.valid
+    h.check("out_inside", ok_out, guard=passes)
+    h.check("out_key_index", out.key_index == Mux(out.aes, phys_out, 0), guard=passes)
+    h.check("out_ctx", dut.o.payload.ctx == phys_out, guard=passes & out.aes & (out.kind == Kind.WRITE_REQ))
+    # each check stage holds what the spec says of its beat (the strengthening that makes the
+    # induction close: a stalled stage keeps its beat and its results)
+    for k in (1, 2):
+        hdr = s[k].beat.hdr
+        end = hdr.addr.as_unsigned() + hdr.length.as_unsigned()
+        h.check(f"s{k}_end", s[k].end == end, guard=s_valid[k])
+        h.check(f"s{k}_phys", s[k].phys == _select(kx, hdr.xbctx), guard=s_valid[k])
+    ok3, phys3 = route(s[3].beat.hdr)
+    lo2, hi2, map_ok2, _ = _bounds(s[2].beat.hdr, kx, kp, base, limit, n)
+    h.check("s2_map", s[2].map_bad == ~map_ok2, guard=s_valid[2])
+    h.check("s2_bounds", (s[2].base == lo2) & (s[2].limit == hi2),
+            guard=s_valid[2] & (map_ok2 | ~s[2].beat.hdr.aes))
+    h.check("s3_phys", s[3].phys == phys3, guard=s_valid[3])
+    h.check("s3_verdict", (~s[3].outside & ~(s[3].beat.hdr.aes & s[3].map_bad)) == ok3, guard=s_valid[3])
+    # the header latched on the first beat of a passing packet steers its later beats
+    mode_q, hdr_q = regs["mode_q"], Header(regs["hdr_q"])
+    mid = regs["mid"] | regs["pad"]
+    ok_q, phys_q = route(hdr_q)
+    h.check("latched_inside", ok_q & (hdr_q.key_index == Mux(hdr_q.aes, phys_q, 0)), guard=mid & (mode_q != 0))
+    h.check("latched_ctx", regs["phys_q"] == phys_q, guard=mid & (mode_q == 1))     # GCM
+    # (the mode latched with it is the header's: GCM 1 for an aes write, READ 3 for an aes read,
+    # PASS 2 for a clear request)
+    mode_of = Mux(hdr_q.aes, Mux(hdr_q.kind == Kind.READ_REQ, 3, 1), 2)
+    h.check("latched_mode", mode_q == mode_of, guard=mid & (mode_q != 0))
+    h.notes.append(f"Ingress(requests=True, contexts={n}, lanes={LANES}); configuration AnyConst; "
+                   "spec: formal.sxp.spec_route (33-bit end)")
+    return h
+
+
+
+KEY_MUTANT_LIST = (
+    ("key_to_pcie_o", "staging word 0 ORed onto pcie_o's data (the audit's planted bug)", "SXP._formal_mutant"),
+    ("key_in_exc_addr", "the CONFIG exception records KEY_W0's write data as its address",
+     "SXP._formal_mutant"),
+    ("leak", "a staged key bit shows in STATUS.key_busy (a register read)", "KeyStager._formal_mutant"),
+)
+
 PROPERTIES = [
-    *with_mutant(Property("sxp", "key_stage_scrub", key_stage_scrub, depth=3, window=True,
-                          params={"component": "KeyStager", "contexts": CONTEXTS},
-                          doc="KeyStager: staging words, held key, flags are zero in the first cycle "
-                              "after reset (ordinary resets: scrub length 0)"),
-                 "keep_held", "the holding register has no reset"),
-    *with_mutant(Property("sxp", "trusted_lock", trusted_lock, depth=6, induction=2,
-                          params={"contexts": CONTEXTS, "lanes": LANES, "datapath": "stubbed"},
-                          doc="trusted: host reads return 0; config, STATUS.exc, key strobes and "
-                              "staging change only by the ccu port; trusted mode stays"),
-                 "unlock", "TrustGate.locked forgets trusted", hook="TrustGate._formal_mutant"),
-    *with_mutant(Property("sxp", "key_slots_write_only", key_slots_write_only, depth=3, induction=1,
-                          params={"contexts": CONTEXTS, "lanes": LANES, "datapath": "stubbed", "copies": 2},
-                          doc="key slots read zero on both ports, and (miter) no read of either port "
-                              "depends on the data written to the key slots"),
-                 "leak", "a staged key bit shows in STATUS.key_busy", hook="KeyStager._formal_mutant"),
+    *with_mutants(Property("sxp", "key_stage_scrub", key_stage_scrub, depth=3, window=True,
+                           params={"component": "KeyStager", "contexts": CONTEXTS},
+                           doc="KeyStager: staging words, held key, flags are zero in the first cycle "
+                               "after reset (ordinary resets: scrub length 0)"),
+                  ("keep_held", "the holding register has no reset")),
+    *with_mutants(Property("sxp", "trusted_entry", trusted_entry, depth=6, window=True,
+                           params={"contexts": CONTEXTS, "lanes": LANES, "datapath": "stubbed"},
+                           doc="trusted mode rises only with a configuration consistent by the spec "
+                               "(KPHYSMAP 1..16 and distinct, the 17 regions pairwise disjoint)"),
+                  ("no_cfg_ok", "TrustGate decides without cfg_ok", "TrustGate._formal_mutant"),
+                  ("skip_region16", "TrustGate's disjointness compares stop one region short",
+                   "TrustGate._formal_mutant")),
+    *with_mutants(Property("sxp", "trusted_lock", trusted_lock, depth=6, induction=2,
+                           params={"contexts": CONTEXTS, "lanes": LANES, "datapath": "stubbed"},
+                           doc="from the trust request on the configuration is frozen for both ports; "
+                               "host reads return 0; STATUS.exc, key strobes and staging change only by the "
+                               "ccu port; DENIED counts the refusals; trusted mode stays"),
+                  ("unlock", "TrustGate.locked forgets trusted", "TrustGate._formal_mutant"),
+                  ("ccu_writes_limit", "a ccu write to KSEL_LIMIT is applied in trusted mode", "SXP._formal_mutant"),
+                  ("host_reads_kxbctxmap", "the host may read KXBCTXMAP in trusted mode", "SXP._formal_mutant")),
+    *with_mutants(Property("sxp", "key_slots_write_only", key_slots_write_only, depth=4, induction=1,
+                           params={"contexts": CONTEXTS, "lanes": LANES, "engine_path": "shared stub",
+                                   "copies": 2},
+                           doc="miter: no output (pcie_o, xb_o, readies, read data, irq), read-field source "
+                               "or flip-flop outside the key staging depends on the data written to KEY_W0..7"),
+                  *KEY_MUTANT_LIST),
+    *with_mutants(Property("sxp", "key_slots_engine_path", key_slots_engine_path, depth=12, fast=False,
+                           params={"contexts": CONTEXTS, "lanes": LANES, "gcm_core": "shared stub",
+                                   "copies": 2},
+                           doc="the key miter with the real EnginePaths (gcm_core a shared stub), bounded",
+                           depth_reason="a KEY_W0 write in step 1 is staged in step 2, committed and offered "
+                                        "to both engine paths in step 3; a write request entering xb_i in step 1 "
+                                        "leaves the ingress (skid, C1-C3, framer) in step 6 and the engine path's "
+                                        "skid buffer and meta FIFO by step 8, a completion entering pcie_i "
+                                        "(skid, C1, framer) by step 6: 12 steps reach a key write, a commit and "
+                                        "traffic out of both ports with the key staged and held"),
+                  KEY_MUTANT_LIST[0]),
+    *with_mutants(Property("sxp", "region_check", region_check, depth=8, induction=2, fast=False,
+                           params={"component": "Ingress(requests)", "contexts": CONTEXTS, "lanes": LANES},
+                           doc="a request passes iff it lies in the region KXBCTXMAP -> KPHYSMAP -> KSELLIMIT "
+                               "maps it to (33-bit end); its beats carry that context"),
+                  ("drop_carry", "end = addr + length kept mod 2**32", "Ingress._formal_mutant"),
+                  ("limit_lt", "end < limit instead of end <= limit", "Ingress._formal_mutant")),
 ]

@@ -85,12 +85,15 @@ class TrustGate(wiring.Component):
     cycle t is decided in cycle t + 3 on the configuration as it was after the writes of
     cycle t. ``locked`` (host writes refused) rises with the request, so the host cannot
     change the configuration between the request and the decision; it falls again only if
-    trust is refused."""
+    trust is refused. The SXP also refuses the ccu's configuration writes while ``locked``, so
+    the configuration in force from the request on is the one checked."""
 
     def __init__(self, contexts, *, _formal_mutant=None):
-        # test-only seeded bug for formal/sxp.py (never set in a design): "unlock" (``locked``
-        # forgets ``trusted``: the host port opens again after the decision)
-        if _formal_mutant not in (None, "unlock"):
+        # test-only seeded bugs for formal/sxp.py (never set in a design): "unlock" (``locked``
+        # forgets ``trusted``: the host port opens again after the decision), "no_cfg_ok" (the
+        # decision ignores the check), "skip_region16" (the disjointness compares stop one
+        # region short: region 16 may overlap any other)
+        if _formal_mutant not in (None, "unlock", "no_cfg_ok", "skip_region16"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         self.contexts = contexts
@@ -122,8 +125,9 @@ class TrustGate(wiring.Component):
             k = 3 * (i * REGIONS + j)
             return lt_parts[k] | (lt_parts[k + 1] & lt_parts[k + 2])
         nonempty = [lt(r, r) for r in range(REGIONS)]
+        last = REGIONS - 1 if self._formal_mutant == "skip_region16" else REGIONS
         disjoint = [~(nonempty[i] & nonempty[j] & lt(i, j) & lt(j, i))
-                    for i in range(REGIONS) for j in range(i + 1, REGIONS)]
+                    for i in range(last) for j in range(i + 1, last)]
         cfg_ok = Signal()
         m.d.sync += cfg_ok.eq(phys_ok & Cat(*disjoint).all())
 
@@ -133,7 +137,8 @@ class TrustGate(wiring.Component):
         start = self.request & ~self.trusted & ~pending.any()
         m.d.sync += pending.eq(Cat(start, pending[:2]))
         decide = pending[2]
-        with m.If(decide & cfg_ok):
+        accept = decide if self._formal_mutant == "no_cfg_ok" else decide & cfg_ok
+        with m.If(accept):
             m.d.sync += self.trusted.eq(1)
         locked = self.trusted | pending.any()
         if self._formal_mutant == "unlock":

@@ -26,7 +26,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw import csr
-from hw.common import check_choice, increment
+from hw.common import add, check_choice
 from hw.gcm.layout import check_contexts
 
 from .control import ExceptionRecorder, KeyStager, TrustGate
@@ -34,7 +34,7 @@ from .engine import EnginePath
 from .ingress import Ingress, event_layout
 from .packet import beat_layout
 from .parking import ReadParking
-from .regs import KEY_WORDS, REGIONS, XBCTX_ENTRIES, Cause, register_map
+from .regs import KEY_WORDS, REGIONS, XBCTX_ENTRIES, Cause, is_config_register, register_map
 
 __all__ = ["SXP"]
 
@@ -48,7 +48,16 @@ class SXP(wiring.Component):
     ``irq``.
     """
 
-    def __init__(self, contexts=16, lanes=1, *, karatsuba=None):
+    _MUTANTS = (None, "key_to_pcie_o", "key_in_exc_addr", "ccu_writes_limit", "host_reads_kxbctxmap")
+
+    def __init__(self, contexts=16, lanes=1, *, karatsuba=None, _formal_mutant=None):
+        # test-only seeded bugs for formal/sxp.py (never set in a design): "key_to_pcie_o" (staging
+        # word 0 ORed onto pcie_o's data), "key_in_exc_addr" (the CONFIG exception records
+        # KEY_W0's write data as its address), "ccu_writes_limit" (the ccu may write KSEL_LIMIT
+        # in trusted mode), "host_reads_kxbctxmap" (the host may read KXBCTXMAP in trusted mode)
+        if _formal_mutant not in self._MUTANTS:
+            raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
+        self._formal_mutant = _formal_mutant
         self.contexts = check_contexts(contexts)
         self.lanes = check_choice("lanes", lanes, (1, 2, 4))
         self.regmap = register_map(contexts)
@@ -86,18 +95,37 @@ class SXP(wiring.Component):
         wiring.connect(m, wiring.flipped(self.xb_i), req.i)
         wiring.connect(m, req.o, park.i)
         wiring.connect(m, park.o, eng_w.i)
-        wiring.connect(m, eng_w.o, wiring.flipped(self.pcie_o))
+        if self._formal_mutant == "key_to_pcie_o":
+            m.d.comb += [self.pcie_o.valid.eq(eng_w.o.valid), eng_w.o.ready.eq(self.pcie_o.ready),
+                         self.pcie_o.payload.eq(eng_w.o.payload),
+                         self.pcie_o.payload.data.eq(eng_w.o.payload.data | keys.stage[0])]
+        else:
+            wiring.connect(m, eng_w.o, wiring.flipped(self.pcie_o))
         wiring.connect(m, wiring.flipped(self.pcie_i), cpl.i)
         wiring.connect(m, cpl.o, eng_r.i)
         wiring.connect(m, eng_r.o, wiring.flipped(self.xb_o))
         m.d.comb += park.release.eq(cpl.release)
 
-        # registers
+        # registers. From the trust request on (TrustGate.locked: while the request is checked
+        # and in trusted mode) the host can neither change nor read anything, and the ccu
+        # cannot change the configuration: the configuration in force is the one checked
+        config = is_config_register
+        mutant = self._formal_mutant
+
+        def ccu_write_allowed(rf, reg):
+            if mutant == "ccu_writes_limit" and reg.name.startswith("KSEL_LIMIT"):
+                return True
+            return ~trust.locked if config(reg) else True
+
+        def host_read_allowed(rf, reg):
+            if mutant == "host_reads_kxbctxmap" and reg.name.startswith("KXBCTXMAP"):
+                return True
+            return ~trust.locked
+
         m.submodules.regs = regs = csr.RegisterFile(
             self.regmap, ports=("ccu", "host"),
-            # trusted mode: from the request on the host can neither change nor read anything
-            write_allowed={"host": lambda rf, reg: ~trust.locked},
-            read_allowed={"host": lambda rf, reg: ~trust.locked})
+            write_allowed={"host": lambda rf, reg: ~trust.locked, "ccu": ccu_write_allowed},
+            read_allowed={"host": host_read_allowed})
         wiring.connect(m, wiring.flipped(self.ccu), regs.ccu)
         wiring.connect(m, wiring.flipped(self.host), regs.host)
         for i in range(XBCTX_ENTRIES):
@@ -124,15 +152,19 @@ class SXP(wiring.Component):
         m.d.comb += trust.request.eq(ctrl.stb & ctrl.data[0])
         config_event = Signal(event_layout)
         m.d.comb += [config_event.valid.eq(trust.refused), config_event.cause.eq(Cause.CONFIG)]
+        if mutant == "key_in_exc_addr":
+            m.d.comb += config_event.addr.eq(regs["KEY_W0"]["key"].data)
 
         # exceptions, in latching priority: engines, request checks, completion checks, CONFIG
         status = regs["STATUS"]
         for k, ev in enumerate((eng_w.event, eng_r.event, req.event, cpl.event, config_event)):
             m.d.comb += exc.events[k].eq(ev)
+        # DENIED: refused accesses of both ports (the host's from the trust request on, the
+        # ccu's configuration writes from the trust request on), up to two in a cycle
         denied = Signal(32)
-        denied_next = increment(m, denied, "denied_inc")
-        with m.If(regs.bridges["host"].denied):
-            m.d.sync += denied.eq(denied_next)
+        refused = Signal(2, name="denied_new")
+        m.d.comb += refused.eq(regs.bridges["host"].denied + regs.bridges["ccu"].denied)
+        m.d.sync += denied.eq(add(m, denied, refused, 32, "denied_add"))
         m.d.comb += [
             exc.exc.eq(status["exc"].q),
             status["exc"].set.eq(exc.set),

@@ -85,7 +85,13 @@ class Ingress(wiring.Component):
         Physical key contexts (1..16) and 128-bit lanes per beat (1, 2, 4).
     """
 
-    def __init__(self, *, requests, contexts, lanes):
+    def __init__(self, *, requests, contexts, lanes, _formal_mutant=None):
+        # test-only seeded bugs for formal/sxp.py (never set in a design): "drop_carry" (the
+        # request's end = addr + length kept mod 2**32: a request wrapping past 2**32 passes),
+        # "limit_lt" (end < limit instead of end <= limit: the region's last bytes refused)
+        if _formal_mutant not in (None, "drop_carry", "limit_lt"):
+            raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
+        self._formal_mutant = _formal_mutant
         self.requests, self.contexts, self.lanes = bool(requests), contexts, lanes
         self.beat_bytes = BEAT_BYTES * lanes
         ports = {
@@ -106,6 +112,17 @@ class Ingress(wiring.Component):
         super().__init__(ports)
 
     # ---- check stages ------------------------------------------------------------------------
+    def check_layouts(self):
+        """The layouts of the check stage registers C1, C2, C3 (``s1``, ``s2``, ``s3``; C2 and
+        C3 exist on the request side only)."""
+        beat = beat_layout(self.lanes)
+        c1 = data.StructLayout({"beat": beat, "malformed": 1, "phys": CTX_BITS, "end": 33})
+        c2 = data.StructLayout({"beat": beat, "malformed": 1, "phys": CTX_BITS, "end": 33,
+                                "map_bad": 1, "base": 32, "limit": 32})
+        c3 = data.StructLayout({"beat": beat, "malformed": 1, "phys": CTX_BITS, "map_bad": 1,
+                                "outside": 1})
+        return c1, c2, c3
+
     def _header_checks(self, hdr, last):
         """Bad kind, length or alignment: MALFORMED whatever else holds."""
         shift = self.beat_bytes.bit_length() - 1
@@ -119,12 +136,13 @@ class Ingress(wiring.Component):
     def _checks(self, m, beat_in, advance):
         """The check stages; returns (valid, beat, results) of the last one."""
         n = self.contexts
-        c1 = data.StructLayout({"beat": beat_layout(self.lanes), "malformed": 1, "phys": CTX_BITS,
-                                "end": 33})
-        s1_valid, s1 = Signal(), Signal(c1, reset_less=True)
+        c1, c2, c3 = self.check_layouts()
+        s1_valid, s1 = Signal(name="s1_valid"), Signal(c1, name="s1", reset_less=True)
         hdr = beat_in.payload.hdr
         # (nets built by helpers go outside `m.If`: comb statements there would be gated)
-        end = add(m, hdr.addr, hdr.length, 33, "c1_end") if self.requests else None
+        # end = addr + length in 33 bits: the carry is part of the compare with the limit
+        end_bits = 32 if self._formal_mutant == "drop_carry" else 33
+        end = add(m, hdr.addr, hdr.length, end_bits, "c1_end") if self.requests else None
         with m.If(advance):
             m.d.sync += [s1_valid.eq(beat_in.valid), s1.beat.eq(beat_in.payload),
                          s1.malformed.eq(self._header_checks(hdr, beat_in.payload.last))]
@@ -136,10 +154,7 @@ class Ingress(wiring.Component):
             return s1_valid, s1, {"malformed": s1.malformed, "phys": s1.phys}
 
         # C2: the region of the packet and its bounds
-        c2 = data.StructLayout({"beat": beat_layout(self.lanes), "malformed": 1,
-                                "phys": CTX_BITS, "end": 33, "map_bad": 1, "base": 32,
-                                "limit": 32})
-        s2_valid, s2 = Signal(), Signal(c2, reset_less=True)
+        s2_valid, s2 = Signal(name="s2_valid"), Signal(c2, name="s2", reset_less=True)
         phys_ok = (s1.phys < n) if n < (1 << CTX_BITS) else Const(1)
         region = wire(m, self.kphysmap[s1.phys[:max(1, (n - 1).bit_length())]], "c2_region")
         map_ok = phys_ok & (region != 0) & (region <= REGIONS - 1)
@@ -150,11 +165,12 @@ class Ingress(wiring.Component):
                          s2.base.eq(self.base[sel]), s2.limit.eq(self.limit[sel])]
 
         # C3: inside [base, limit) with 33-bit end arithmetic
-        c3 = data.StructLayout({"beat": beat_layout(self.lanes), "malformed": 1,
-                                "phys": CTX_BITS, "map_bad": 1, "outside": 1})
-        s3_valid, s3 = Signal(), Signal(c3, reset_less=True)
-        inside = at_least(m, s2.beat.hdr.addr, s2.base, "c3_ge") & \
-            at_most(m, s2.end, Cat(s2.limit, Const(0, 1)), "c3_le")
+        s3_valid, s3 = Signal(name="s3_valid"), Signal(c3, name="s3", reset_less=True)
+        if self._formal_mutant == "limit_lt":
+            below_limit = ~at_least(m, s2.end, Cat(s2.limit, Const(0, 1)), "c3_le")
+        else:
+            below_limit = at_most(m, s2.end, Cat(s2.limit, Const(0, 1)), "c3_le")
+        inside = at_least(m, s2.beat.hdr.addr, s2.base, "c3_ge") & below_limit
         with m.If(advance):
             m.d.sync += [s3_valid.eq(s2_valid), s3.beat.eq(s2.beat), s3.malformed.eq(s2.malformed),
                          s3.phys.eq(s2.phys), s3.map_bad.eq(s2.map_bad), s3.outside.eq(~inside)]
@@ -178,7 +194,7 @@ class Ingress(wiring.Component):
 
         beat, hin = c.beat, c.beat.hdr
         mid = Signal()                      # inside a packet: the next beat is not its first
-        pad, disc = Signal(), Signal()      # emitting pad beats / discarding surplus beats
+        pad, disc = Signal(name="pad"), Signal(name="disc")      # emitting pad beats / discarding surplus beats
         idx = Signal(range(MAX_PAYLOAD_BYTES // self.beat_bytes))
         opened = Signal(n, name="frame_open")
         m.d.comb += self.open.eq(opened)
@@ -210,7 +226,8 @@ class Ingress(wiring.Component):
             m.d.comb += mode_c.eq(Mux(cause_c != Cause.NONE, _Mode.DROP,
                                       Mux(hin.aes, _Mode.GCM, _Mode.PASS)))
 
-        mode_q, phys_q, hdr_q = Signal(_Mode), Signal(CTX_BITS), Signal(Header)
+        mode_q, phys_q = Signal(_Mode, name="mode_q"), Signal(CTX_BITS, name="phys_q")
+        hdr_q = Signal(Header, name="hdr_q")
         mode = Signal(_Mode, name="mode")
         phys = wire(m, Mux(first, phys_c, phys_q), "phys", CTX_BITS)
         hdr = Signal(Header, name="hdr")

@@ -18,7 +18,7 @@ from .packet import TILE_BITS
 
 __all__ = ["Cause", "register_map", "XBCTX_ENTRIES", "REGIONS", "REGION_BITS", "KEY_WORDS",
            "ADDR_KXBCTXMAP", "ADDR_KPHYSMAP", "ADDR_KSEL_BASE", "ADDR_KSEL_LIMIT", "ADDR_KEY",
-           "ADDR_KEY_COMMIT", "DOC", "doc_text"]
+           "ADDR_KEY_COMMIT", "DOC", "doc_text", "CONFIG_REGISTERS", "is_config_register"]
 
 XBCTX_ENTRIES = 16          # exchange-block contexts
 REGIONS = 17                # key regions: 0 = cleartext, 1..16 = one per physical context
@@ -32,9 +32,21 @@ ADDR_KPHYSMAP = 0x0C0       # + 4 * phys
 ADDR_KSEL_BASE = 0x100      # + 4 * region
 ADDR_KSEL_LIMIT = 0x180     # + 4 * region
 
+#: the configuration TrustGate checks; from the trust request on (and in trusted mode) these
+#: registers are read-only for both ports, so the configuration in force is the one checked
+CONFIG_REGISTERS = ("KXBCTXMAP", "KPHYSMAP", "KSEL_BASE", "KSEL_LIMIT")
+
+
+def is_config_register(reg):
+    """*reg* (a :class:`hw.csr.Register`) is one of the :data:`CONFIG_REGISTERS`."""
+    return reg.name.rstrip("0123456789") in CONFIG_REGISTERS
+
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "registers.md"
 
 R, W, RW, W1C = Access.R, Access.W, Access.RW, Access.W1C
+FROZEN = (". Read-only for both ports from a CTRL.trust request on and in trusted mode: a write is "
+          "refused and counts in DENIED")
 
 
 class Cause(enum.Enum, shape=4):
@@ -62,8 +74,8 @@ def register_map(contexts=MAX_CONTEXTS):
             Field("trust", 1, W, desc="write 1: enter trusted mode if the configuration is "
                   "consistent (regions disjoint, KPHYSMAP 1:1), else exception CONFIG; "
                   "only a reset leaves trusted mode. While the request is checked and in trusted "
-                  "mode the host port is locked: its writes change nothing, its reads return "
-                  "zero"),
+                  "mode the host port is locked (its writes change nothing, its reads return "
+                  "zero) and the configuration registers are read-only for the CCU port too"),
         ]),
         Register(0x004, "STATUS", "Exception status and mode", [
             Field("exc", 1, W1C, desc="a security exception is latched (drives `irq`); "
@@ -83,9 +95,10 @@ def register_map(contexts=MAX_CONTEXTS):
         Register(0x010, "EXC_COUNT", "Security exceptions since reset", [
             Field("count", 32, R, desc="every exception, latched or not (wrapping)"),
         ]),
-        Register(0x014, "DENIED", "Refused host accesses since reset", [
-            Field("count", 32, R, desc="host-port writes and reads of a register refused in "
-                  "trusted mode, from the trust request on (wrapping)"),
+        Register(0x014, "DENIED", "Refused accesses since reset", [
+            Field("count", 32, R, desc="accesses refused from the trust request on: host-port "
+                  "writes and reads of a register, CCU-port writes to a configuration register "
+                  "(at most one per port and cycle; wrapping)"),
         ]),
         Register(0x018, "RD_BUSY", "Physical contexts with an aes read outstanding", [
             Field("ctx", contexts, R, desc="bit c: a read on context c awaits its `cc` "
@@ -102,21 +115,22 @@ def register_map(contexts=MAX_CONTEXTS):
     ]))
     regs += [Register(ADDR_KXBCTXMAP + 4 * i, f"KXBCTXMAP{i}",
                       f"Exchange-block context {i} → physical key context", [
-        Field("phys", 4, RW, desc="physical key context"),
+        Field("phys", 4, RW, desc="physical key context" + FROZEN),
     ]) for i in range(XBCTX_ENTRIES)]
     regs += [Register(ADDR_KPHYSMAP + 4 * p, f"KPHYSMAP{p}",
                       f"Physical key context {p} → key region", [
         Field("region", REGION_BITS, RW, reset=p + 1,
               desc="key region 1..16 (0: unmapped); reset: the identity map p → p + 1, "
-                   "so the reset configuration is consistent (all regions empty)"),
+                   "so the reset configuration is consistent (all regions empty)" + FROZEN),
     ]) for p in range(contexts)]
     regs += [Register(ADDR_KSEL_BASE + 4 * r, f"KSEL_BASE{r}",
                       f"Key region {r}: first byte" + (" (cleartext region)" if r == 0 else ""), [
-        Field("addr", 32, RW, desc="tile PCI address"),
+        Field("addr", 32, RW, desc="tile PCI address" + FROZEN),
     ]) for r in range(REGIONS)]
     regs += [Register(ADDR_KSEL_LIMIT + 4 * r, f"KSEL_LIMIT{r}",
                       f"Key region {r}: first byte past the region", [
-        Field("addr", 32, RW, desc="tile PCI address; limit <= base: empty region"),
+        Field("addr", 32, RW, desc="tile PCI address; limit <= base: empty region; a request's "
+              "end (address + length, no wrap at 2^32) must not exceed it" + FROZEN),
     ]) for r in range(REGIONS)]
     return RegisterMap("sxp", registers=regs, data_width=32,
                        desc=f"Secure Exchange Pipe with {contexts} physical key contexts "

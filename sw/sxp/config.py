@@ -22,14 +22,18 @@ class Config:
         return [i for i, p in enumerate(self.kx) if p == phys]
 
 
-def random_config(rng, contexts=16, *, min_size=4096, align=BEAT_BYTES, mapped=None):
+def random_config(rng, contexts=16, *, min_size=4096, align=BEAT_BYTES, mapped=None, top=False):
     """A legal configuration: 17 disjoint non-empty regions of at least *min_size* bytes at
     random places (bases and limits multiples of *align*), KPHYSMAP a random 1:1 map onto
     regions 1..16, KXBCTXMAP sending each exchange-block context to a random physical one
     (every physical context gets at least one when there are enough; *mapped* restricts
-    the targets)."""
+    the targets). *top*: the highest region ends at the top of the address space, limit
+    2**32 - *align* (the largest aligned 32-bit limit), so that a request one beat past it
+    ends at 2**32."""
     while True:
         cuts = sorted(rng.sample(range(1, (1 << 32) // align), 2 * REGIONS))
+        if top:
+            cuts[-1] = (1 << 32) // align - 1
         spans = [(cuts[2 * k] * align, cuts[2 * k + 1] * align) for k in range(REGIONS)]
         if all(lim - b >= min_size for b, lim in spans):
             break

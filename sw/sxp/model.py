@@ -32,7 +32,16 @@ from dataclasses import dataclass, field
 from hw.csr import Access
 from hw.gcm.layout import check_contexts
 from hw.sxp.packet import BEAT_BYTES, MAX_FRAME_BYTES, MAX_PAYLOAD_BYTES, Kind
-from hw.sxp.regs import ADDR_KEY, ADDR_KEY_COMMIT, KEY_WORDS, REGIONS, XBCTX_ENTRIES, Cause, register_map
+from hw.sxp.regs import (
+    ADDR_KEY,
+    ADDR_KEY_COMMIT,
+    KEY_WORDS,
+    REGIONS,
+    XBCTX_ENTRIES,
+    Cause,
+    is_config_register,
+    register_map,
+)
 from sw.common import packet
 from sw.gcm.model import GcmCoreModel, Op
 
@@ -145,7 +154,9 @@ class SxpModel:
         reg = self._by_addr.get(addr)
         if reg is None:
             return True
-        if port == "host" and self.trusted:
+        # trusted mode: the host changes nothing, the ccu cannot change the configuration
+        # that was checked on entry (both refusals count in DENIED)
+        if self.trusted and (port == "host" or is_config_register(reg)):
             self.denied = (self.denied + 1) & 0xFFFF_FFFF
             return False
         for f in reg.fields:

@@ -7,7 +7,7 @@ import pytest
 from cryptography.exceptions import InvalidTag
 
 from hw.sxp.packet import Kind
-from hw.sxp.regs import ADDR_KEY, ADDR_KPHYSMAP, ADDR_KSEL_BASE, ADDR_KSEL_LIMIT, KEY_WORDS, Cause
+from hw.sxp.regs import ADDR_KEY, ADDR_KPHYSMAP, ADDR_KSEL_BASE, ADDR_KSEL_LIMIT, ADDR_KXBCTXMAP, KEY_WORDS, Cause
 from sw.ccu.sxp_port import SxpKeyPort
 from sw.sxp.config import program, random_config
 from sw.sxp.driver import ModelBus, SxpCsrDriver
@@ -300,14 +300,21 @@ def test_trusted_mode_and_registers():
     assert model.csr_write("host", ADDR_KSEL_BASE, 5) is False
     assert model.region(0)[0] == cfg.regions[0][0]
     assert model.denied == 1
-    assert model.csr_write("ccu", ADDR_KSEL_BASE, 5) is True
+    # the configuration checked on entry is frozen: the CCU cannot change it either (counted)
+    for addr in (ADDR_KSEL_BASE, ADDR_KSEL_LIMIT + 4 * 16, ADDR_KPHYSMAP + 4 * 3, ADDR_KXBCTXMAP + 4 * 15):
+        before = model.csr_read(addr, "ccu")
+        assert model.csr_write("ccu", addr, before ^ 1) is False
+        assert model.csr_read(addr, "ccu") == before
+    assert model.denied == 5
+    # keys, STATUS and CTRL stay writable by the CCU
+    assert model.csr_write("ccu", ADDR_KEY, 0x1234) is True and model.key_stage[0] == 0x1234
     # the host reads nothing in trusted mode (each read counts), the CCU reads as before
     base1 = cfg.regions[1][0]
     assert base1 and model.csr_read(ADDR_KSEL_BASE + 4, "ccu") == base1
     assert model.csr_read(ADDR_KSEL_BASE + 4, "host") == 0
     assert model.csr_read(0x004, "host") == 0          # STATUS: not even the mode bit
-    assert model.denied == 3
-    assert model.csr_read(0x014, "ccu") == 3
+    assert model.denied == 7
+    assert model.csr_read(0x014, "ccu") == 7
     with pytest.raises(ValueError):
         model.csr_read(0x014, "jtag")
 
@@ -358,27 +365,51 @@ def test_one_read_per_context(lanes):
 
 
 @pytest.mark.parametrize("lanes", LANES)
-def test_ccu_order_trust_first(lanes):
-    """The CCU firmware model (sw/ccu/cce.py) enters trusted mode straight after reset and
-    writes the configuration afterwards over its port: the reset configuration must be
-    consistent (KPHYSMAP resets to the identity map, regions empty)."""
+def test_ccu_order_configure_then_trust(lanes):
+    """The CCU writes the configuration, then sets CTRL.trust: the configuration checked on
+    entry is the one in force. A configuration write after trust is refused (DENIED) and the
+    traffic keeps following the checked configuration."""
     from sw.ccu.sxp_port import SxpRegister
     model = SxpModel(16, lanes)
     drv = SxpCsrDriver(ModelBus(model, "ccu"))
-    drv.set_trusted_mode()
-    assert model.trusted and model.exceptions == []
     drv.write_config(SxpRegister.KXBCTXMAP, 0, 0)
     drv.write_config(SxpRegister.KPHYSMAP, 0, 1)
     drv.write_config(SxpRegister.KSELLIMIT_BASE, 1, 0x1000_0000)
     drv.write_config(SxpRegister.KSELLIMIT_LIMIT, 1, 0x2000_0000)
     drv.install_key(0, KEY)
+    drv.set_trusted_mode()
+    assert model.trusted and model.exceptions == []
     assert model.csr_read(ADDR_KSEL_BASE + 4) == 0x1000_0000
     assert model.csr_read(ADDR_KPHYSMAP + 4 * 5) == 6
+    # moving region 1 after trust is refused: the old region still holds
+    drv.write_config(SxpRegister.KSELLIMIT_BASE, 1, 0x3000_0000)
+    drv.write_config(SxpRegister.KSELLIMIT_LIMIT, 1, 0x4000_0000)
+    assert model.denied == 2 and model.csr_read(ADDR_KSEL_BASE + 4) == 0x1000_0000
     out = model.request(dict(kind=Kind.WRITE_REQ, xbctx=0, addr=0x1000_0000, length=128, aes=1,
                              cc=1), beats_of(write_frame(bytes(12), bytes(96)), lanes))
     assert open_frame(KEY, blocks_out(model, out)) == bytes(96)
+    assert model.request(dict(kind=Kind.WRITE_REQ, xbctx=0, addr=0x3000_0000, length=16 * lanes, aes=1),
+                         [0]) == []
+    assert model.record.cause is Cause.REGION
     # the host is locked out
     assert model.csr_write("host", ADDR_KSEL_BASE + 4, 0) is False
+
+
+@pytest.mark.parametrize("lanes", LANES)
+def test_region_end_past_4gib(lanes):
+    """``addr + length`` is taken over the integers: a request that runs past 2**32 is
+    outside every region (it does not wrap to the bottom), one that ends at the top of a
+    region reaching 2**32 - 16·L is inside."""
+    model = SxpModel(16, lanes)
+    bb = 16 * lanes
+    top = (1 << 32) - bb
+    model.csr_write("ccu", ADDR_KSEL_BASE, top - 4 * bb)
+    model.csr_write("ccu", ADDR_KSEL_LIMIT, top)
+    clear = dict(kind=Kind.WRITE_REQ, tile=3, aes=0)
+    assert len(model.request(dict(clear, addr=top - 2 * bb, length=2 * bb), [1, 2])) == 1
+    assert model.request(dict(clear, addr=top - bb, length=2 * bb), [1, 2]) == []   # ends at 2**32
+    assert model.request(dict(clear, addr=top, length=4 * bb), [1, 2, 3, 4]) == []  # wraps past 2**32
+    assert [e.cause for e in model.exceptions] == [Cause.CLEAR, Cause.CLEAR]
 
 
 @pytest.mark.parametrize("lanes", LANES)

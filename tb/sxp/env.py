@@ -311,6 +311,15 @@ class SxpTB(TB):
         await self.csr_writes(bus.take(), port)
         await self.wait_keys()
 
+    async def configure_keys(self, keys, port="ccu"):
+        """Install ``keys`` ({phys: 32 bytes}): KEY_W0..7 and KEY_COMMIT per context, then wait
+        until STATUS.key_busy clears."""
+        bus, drv = self.driver()
+        for p, k in keys.items():
+            drv.install_key(p, k)
+        await self.csr_writes(bus.take(), port)
+        await self.wait_keys()
+
     async def wait_keys(self):
         for _ in range(100):
             if not (await self.csr_read(STATUS)) & 4:

@@ -226,7 +226,9 @@ async def random_configurations(dut):
     """Random legal configurations (1,000 at lanes 1, fewer at more lanes: the wider model
     is slower per cycle), each programmed over both CSR ports and probed with a one-packet
     frame inside its region, two-beat frames at both region ends and one beat past them
-    (dropped, REGION) and cleartext writes at and across region 0's ends, against the model."""
+    (dropped, REGION) and cleartext writes at and across region 0's ends, against the model.
+    A quarter of the configurations put the highest region's limit at 2**32 - 16·L (probed
+    there when it is a key region), where one beat past the limit ends at 2**32."""
     tb = SxpTB(dut, 0.1, 0.1, read_path=False)    # requests only: fewer coroutines per cycle
     await tb.reset()
     rng = random.Random(random.getrandbits(32))
@@ -234,13 +236,17 @@ async def random_configurations(dut):
     keys = {p: rng.randbytes(32) for p in range(CONTEXTS)}
     await tb.configure(cfg, keys)
     configs = int(os.environ.get("SXP_CONFIGS", 1000 // LANES))
+    top = (1 << 32) - BB
     for _n in range(configs):
-        new = random_config(rng, CONTEXTS, align=BB)
+        # one in four: the highest region ends at 2**32 - 16·L, so the probe one beat past
+        # its limit ends at 2**32 (outside, with the 33-bit end)
+        new = random_config(rng, CONTEXTS, align=BB, top=rng.random() < 0.25)
         bus, drv = tb.driver()
         program(drv, new)
         await tb.csr_writes(bus.take(), both=True)
         cfg = new
-        phys = rng.randrange(CONTEXTS)
+        at_top = [p for p in range(CONTEXTS) if cfg.region_of_phys(p)[1] == top and cfg.xbctx_of(p)]
+        phys = at_top[0] if at_top else rng.randrange(CONTEXTS)
         xb = rng.choice(cfg.xbctx_of(phys))
         base, limit = cfg.region_of_phys(phys)
         tile = rng.randrange(1472)
@@ -436,23 +442,20 @@ async def trusted_mode_locks_the_host(dut):
         await tb.check_csr(addr, what=f"config at {addr:#x} after refused host writes")
     # ... and it reads nothing: configuration, exception record, counters, mode all read as
     # zero on the host port while the CCU port reads them; every refused read counts
-    await tb.csr_write("ccu", ADDR_KSEL_BASE + 4 * 16, 0x5A5A_0000)   # something non-zero
+    assert cfg.regions[16][0], "control: KSEL_BASE16 is non-zero"
     before = await tb.csr_read(DENIED)
     hidden = list(register_map(CONTEXTS))
     for reg in hidden:
         got = await tb.csr_read(reg.addr, "host")
         assert got == 0, f"host read of {reg.name} in trusted mode returned {got:#x}"
-    assert (await tb.csr_read(ADDR_KSEL_BASE + 4 * 16)) == 0x5A5A_0000, "CCU read changed"
+    assert (await tb.csr_read(ADDR_KSEL_BASE + 4 * 16)) == cfg.regions[16][0], "CCU read changed"
     assert (await tb.csr_read(STATUS)) & 2, "the CCU no longer reads the mode"
     got = await tb.csr_read(DENIED)
     assert got == before + len(hidden), \
         f"DENIED counted {got - before} of {len(hidden)} refused host reads"
     await tb.check_csr(DENIED, what="DENIED after refused host reads")
-    # the CCU still writes; data keeps flowing with the key the host could not replace
-    await tb.csr_write("ccu", ADDR_KXBCTXMAP + 4, cfg.kx[1])
-    # a context whose region is not the one whose base the CCU moved above (KSEL_BASE[16]),
-    # that an xbctx maps to: its frame must still pass with its key
-    phys = next(p for p in range(CONTEXTS) if cfg.kp[p] != 16 and cfg.xbctx_of(p))
+    # data keeps flowing with the key the host could not replace
+    phys = next(p for p in range(CONTEXTS) if cfg.xbctx_of(p))
     for p in frame_packets(write_frame(bytes(12), bytes(96)), rng, tile=1, xbctx=cfg.xbctx_of(phys)[0],
                            addr=cfg.region_of_phys(phys)[0]):
         tb.request(p)
@@ -465,12 +468,158 @@ async def trusted_mode_locks_the_host(dut):
     assert not (await tb.csr_read(STATUS)) & 2, "trusted mode survived a reset"
     await tb.csr_write("host", ADDR_KXBCTXMAP, 3)
     assert (await tb.csr_read(ADDR_KXBCTXMAP)) == 3, "host locked out after reset"
-    # the CCU's order (sw/ccu/cce.py): trusted mode straight after reset, then configure
+    # trusted mode straight after reset: the reset configuration is consistent
     await tb.reset()
     await tb.csr_write("ccu", CTRL, 1)
     assert await wait_trusted(tb), "the reset configuration was refused"
     assert not (await tb.csr_read(STATUS)) & 1, "the reset configuration raised CONFIG"
-    await tb.configure(cfg, keys)
+    await tb.check_status()
+
+
+@cocotb.test()
+async def ccu_config_frozen_in_trusted_mode(dut):
+    """The CCU's order: configure, install keys, then CTRL.trust. In trusted mode a CCU write to
+    any configuration register (KXBCTXMAP, KPHYSMAP, KSEL_BASE, KSEL_LIMIT) is refused and
+    counted in DENIED, including one in the cycle right after the CTRL.trust write (the
+    check is running); the traffic keeps following the configuration that was checked, and
+    keys still install."""
+    tb, rng, cfg, keys = await setup(dut, 0.1, 0.1)
+    phys = next(p for p in range(CONTEXTS) if cfg.xbctx_of(p))
+    other = (phys + 1) % CONTEXTS
+    xb = cfg.xbctx_of(phys)[0]
+    base, limit = cfg.region_of_phys(phys)
+    b0, l0 = cfg.regions[0]
+    await tb.csr_write("ccu", CTRL, 1)
+    # moving the context's region elsewhere (onto region 0, so the move is visible), remapping its
+    # xbctx and its KPHYSMAP entry, widening region 0: all refused
+    moves = [(ADDR_KSEL_BASE + 4 * cfg.kp[phys], b0), (ADDR_KSEL_LIMIT + 4 * cfg.kp[phys], l0),
+             (ADDR_KXBCTXMAP + 4 * xb, other), (ADDR_KPHYSMAP + 4 * phys, cfg.kp[other]),
+             (ADDR_KSEL_LIMIT, 0xFFFF_FFF0)]
+    for addr, value in moves:
+        await tb.csr_write("ccu", addr, value)
+    assert await wait_trusted(tb), "trusted mode not entered with a good configuration"
+    assert not (await tb.csr_read(STATUS)) & 1, "CONFIG raised for a consistent configuration"
+    for addr, _ in moves:
+        await tb.check_csr(addr, what=f"config at {addr:#x} after refused CCU writes")
+    got = await tb.csr_read(DENIED)
+    assert got == len(moves), f"DENIED counted {got} of {len(moves)} refused CCU writes"
+    await tb.check_csr(DENIED, what="DENIED after refused CCU writes")
+    # the checked configuration holds: a frame in the old region passes under the key ...
+    pt = rng.randbytes(96)
+    for p in frame_packets(write_frame(rng.randbytes(12), pt), rng, tile=1, xbctx=xb, addr=base):
+        tb.request(p)
+    # ... a clear write beyond region 0's old limit is refused ...
+    tb.request(Packet(header(tile=2, xbctx=xb, addr=l0, length=BB), rand_beats(rng, 1)))
+    await tb.drain()
+    assert open_frame(keys[phys], blocks_out(tb.pcie_o.queue)) == pt
+    assert [e.cause for e in tb.model.exceptions] == [Cause.CLEAR]
+    # ... and a key installed in trusted mode is the one the next frame uses
+    new_key = rng.randbytes(32)
+    await tb.configure_keys({phys: new_key})
+    mark = len(tb.pcie_o.queue)
+    pt = rng.randbytes(96)
+    for p in frame_packets(write_frame(rng.randbytes(12), pt), rng, tile=1, xbctx=xb, addr=limit - 128):
+        tb.request(p)
+    await tb.drain()
+    assert open_frame(new_key, blocks_out(list(tb.pcie_o.queue)[mark:])) == pt
+    await tb.check_status()
+
+
+@cocotb.test()
+async def region_end_past_4gib(dut):
+    """A request's end ``addr + length`` is compared with the limit in 33 bits: with a key
+    region and region 0 reaching the top of the address space (limit 2**32 - 16·L), a
+    frame ending at the limit passes, while packets that run to 2**32 or wrap past it (end mod
+    2**32 is small and would pass a 32-bit compare) are refused, REGION / CLEAR, as the model
+    says."""
+    tb, rng, cfg, keys = await setup(dut)
+    top = (1 << 32) - BB
+    phys = next(p for p in range(CONTEXTS) if cfg.xbctx_of(p))
+    xb = cfg.xbctx_of(phys)[0]
+    r = cfg.kp[phys]
+    # region r at the top, region 0 just below it (an unchecked configuration: no trusted mode here)
+    await tb.csr_writes([(ADDR_KSEL_BASE + 4 * r, top - 64 * BB), (ADDR_KSEL_LIMIT + 4 * r, top),
+                         (ADDR_KSEL_BASE, top - 128 * BB), (ADDR_KSEL_LIMIT, top)])
+    small = beats_of(small_frame(rng), LANES)
+    pt = rng.randbytes(96)
+    inside = frame_packets(write_frame(rng.randbytes(12), pt), rng, tile=4, xbctx=xb, addr=top - 128)
+    for p in inside:
+        tb.request(p)
+    W = dict(tile=5, xbctx=xb, aes=1, cc=1)
+    probes = [
+        Packet(header(**W, addr=top - BB, length=2 * BB), small),                   # ends at 2**32
+        Packet(header(**W, addr=top, length=2 * BB), small),                        # wraps to 16·L
+        Packet(header(tile=5, xbctx=xb, aes=1, kind=Kind.READ_REQ, addr=top - 2 * BB, length=8 * BB)),  # wraps
+        Packet(header(tile=6, xbctx=xb, addr=top - BB, length=4 * BB), rand_beats(rng, 4)),   # clear, wraps
+    ]
+    for p in probes:
+        tb.request(p)
+    await tb.drain()
+    assert open_frame(keys[phys], blocks_out(tb.pcie_o.queue)) == pt, "the frame ending at the limit"
+    causes = [e.cause for e in tb.model.exceptions]
+    assert causes == [Cause.REGION] * 3 + [Cause.CLEAR], f"probes raised {causes}"
+    await tb.check_status()
+
+
+@cocotb.test()
+async def key_install_during_traffic(dut):
+    """KEY_W0..7 and KEY_COMMIT written while write frames and read completions stream on other
+    contexts: every beat of the traffic matches the model (write frames open in OpenSSL under
+    their keys, completions decrypt), and the new key is installed: the next write frame on its
+    context opens under it, and a completion frame sealed under it verifies."""
+    tb, rng, cfg, keys = await setup(dut, 0.1, 0.1)
+    target = next(p for p in range(CONTEXTS) if cfg.xbctx_of(p))
+    busy = [p for p in range(CONTEXTS) if p != target and cfg.xbctx_of(p)][:3]
+    sent, read = [], []
+    for k in range(10):
+        phys = busy[k % len(busy)]
+        pt = rng.randbytes(256)
+        for p in frame_packets(write_frame(rng.randbytes(12), pt), rng, tile=k, xbctx=cfg.xbctx_of(phys)[0],
+                               addr=cfg.region_of_phys(phys)[0]):
+            tb.request(p)
+        sent.append((phys, pt))
+        rpt = rng.randbytes(256)
+        frame = sealed_frame(keys[phys], rng.randbytes(12), rpt)
+        for p in frame_packets(frame, rng, tile=3, xbctx=0, addr=0x4000, kind=Kind.READ_CPL, key_index=phys):
+            tb.completion(p)
+        read.append(rpt)
+    # the key words go in while those frames stream (one CSR write per cycle at most)
+    for _ in range(30):
+        await RisingEdge(tb.clk)
+    out_before = tb.pcie_o.received + tb.xb_o.received
+    new_key = rng.randbytes(32)
+    await tb.configure_keys({target: new_key})
+    assert tb.pcie_o.received + tb.xb_o.received > out_before, \
+        "control: no beat left while the key was written"
+    assert not tb.xb_i.empty() or not tb.pcie_i.empty(), "control: the traffic ended before the key install"
+    await tb.drain()
+    frames, cur = [], []
+    for v in tb.pcie_o.queue:
+        cur.append(v)
+        if beat_dict(v)["last"] and beat_dict(v)["hdr"]["cc"]:
+            frames.append((beat_dict(v)["hdr"]["key_index"], blocks_out(cur)))
+            cur = []
+    assert [ki for ki, _ in frames] == [p for p, _ in sent]
+    for (_, blocks), (phys, pt) in zip(frames, sent):
+        assert open_frame(keys[phys], blocks) == pt, f"context {phys}: a frame written during the key install"
+    got = blocks_out(tb.xb_o.queue)
+    n = 256 // 16 + 2
+    for k, rpt in enumerate(read):
+        assert bytes_of(got[k * n + 1:(k + 1) * n - 1]) == rpt, "a completion decrypted during the key install"
+    # the new key is in place in both engines
+    mark_w, mark_r = len(tb.pcie_o.queue), len(tb.xb_o.queue)
+    pt = rng.randbytes(96)
+    for p in frame_packets(write_frame(rng.randbytes(12), pt), rng, tile=9, xbctx=cfg.xbctx_of(target)[0],
+                           addr=cfg.region_of_phys(target)[0]):
+        tb.request(p)
+    rpt = rng.randbytes(96)
+    for p in frame_packets(sealed_frame(new_key, rng.randbytes(12), rpt), rng, tile=3, xbctx=0, addr=0x8000,
+                           kind=Kind.READ_CPL, key_index=target):
+        tb.completion(p)
+    await tb.drain()
+    assert open_frame(new_key, blocks_out(list(tb.pcie_o.queue)[mark_w:])) == pt, "the new key was not installed"
+    assert bytes_of(blocks_out(list(tb.xb_o.queue)[mark_r:])[1:-1]) == rpt, "the read engine lacks the new key"
+    assert not tb.model.exceptions, f"exceptions {tb.model.exceptions[:3]}"
     await tb.check_status()
 
 
