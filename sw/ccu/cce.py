@@ -72,6 +72,10 @@ class TeeState(enum.Enum):
 _LIVE = (TeeState.CREATED, TeeState.BOOTING, TeeState.RUNNING)
 
 
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 @dataclass(frozen=True)
 class ResumePoint:
     """The checkpoint a run resumes from: it was written in ``epoch``."""
@@ -143,9 +147,27 @@ class Cce:
         SXP checks the configuration; :class:`TrustedModeError` if it refuses, or if it
         was trusted already), read the configuration back, measure the trusted-mode bit
         and the tile bootloader, and sign the attestation report, whose manifest hash
-        covers the configuration as read back."""
+        covers the configuration as read back.
+
+        *party_certificates* is a sequence (list, tuple, any iterable but bytes and str)
+        of DER bytes or :class:`cryptography.x509.Certificate`, one per party of the
+        manifest. Errors, all raised before the port sees a call:
+        :class:`ApiOrderError` (not READY, or the device is not provisioned);
+        :class:`ManifestError` (*manifest* is not a :class:`JobManifest`, or
+        :meth:`JobManifest.validate` refuses it; *resume* is not None or a
+        :class:`ResumePoint` of ints, or out of the u32 range);
+        :class:`PartyCertificateError` (*party_certificates* is not a sequence, an entry
+        is neither DER bytes nor a certificate, does not parse, a party has no
+        certificate, a key is not P-384, or a certificate belongs to no party);
+        :class:`TrustedModeError` (the SXP was trusted already). After the writes, the SXP
+        refusing trusted mode raises :class:`TrustedModeError`, the state stays READY."""
         self._require("create_tee", TeeState.READY)
+        if not isinstance(manifest, JobManifest):
+            raise ManifestError(f"the manifest is a {type(manifest).__name__}, not a JobManifest")
         manifest.validate()
+        if resume is not None and not (
+                isinstance(resume, ResumePoint) and _is_int(resume.epoch) and _is_int(resume.checkpoint_id)):
+            raise ManifestError(f"resume point {resume!r} is not a ResumePoint of two ints")
         if resume is not None and not (0 <= resume.epoch < 0xFFFFFFFF
                                        and 0 <= resume.checkpoint_id <= 0xFFFFFFFF):
             raise ManifestError(f"resume point {resume} is out of the u32 range")
@@ -196,13 +218,29 @@ class Cce:
 
     @staticmethod
     def _party_public_keys(manifest, party_certificates):
-        by_fp = {}
-        for c in party_certificates:
+        if party_certificates is None or isinstance(party_certificates, (bytes, bytearray, str)):
+            entries = None
+        else:
             try:
-                cert = x509.load_der_x509_certificate(c) if isinstance(c, bytes) else c
-            except ValueError as e:
-                raise PartyCertificateError(f"a party certificate does not parse: {e}") \
-                    from None
+                entries = list(party_certificates)
+            except TypeError:
+                entries = None
+        if entries is None:
+            raise PartyCertificateError(f"party_certificates is a {type(party_certificates).__name__}: "
+                                        "need a sequence of certificates, one per party")
+        by_fp = {}
+        for c in entries:
+            if isinstance(c, (bytes, bytearray)):
+                try:
+                    cert = x509.load_der_x509_certificate(bytes(c))
+                except ValueError as e:
+                    raise PartyCertificateError(f"a party certificate does not parse: {e}") \
+                        from None
+            elif not isinstance(c, x509.Certificate):
+                raise PartyCertificateError(f"a party certificate is a {type(c).__name__}, "
+                                            "neither DER bytes nor an x509.Certificate")
+            else:
+                cert = c
             by_fp[certs.fingerprint(cert)] = cert
         keys = {}
         for p in manifest.parties:

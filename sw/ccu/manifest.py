@@ -139,31 +139,60 @@ class JobManifest:
         return next((p.party_id for p in self.parties if key_id in p.key_ids), None)
 
     def validate(self) -> None:
-        """ManifestError naming the first inconsistency."""
+        """ManifestError naming the first inconsistency, checked before anything else
+        reads the manifest: a field of the wrong type (``job_id``, ``binary_measurement``
+        and fingerprints are ``bytes``; ids, contexts, registers, indices and values
+        ``int``, not bool; ``parties``, ``key_sets``, a key set, ``key_ids`` and
+        ``sxp_config`` tuples or lists of :class:`PartyEntry`, :class:`KeyInstall`,
+        ``int`` and :class:`ConfigWrite`), a size or range, a duplicate, a key no party
+        supplies, or a configuration the SXP refuses. Nothing else is raised, so
+        :meth:`encode`, :meth:`hash`, :meth:`configuration` and :meth:`config_writes`,
+        which validate first, raise ManifestError too."""
         def bad(msg):
             raise ManifestError(msg)
+
+        def sequence(value, what):
+            if not isinstance(value, (tuple, list)):
+                bad(f"{what} is a {type(value).__name__}, not a tuple")
+            return value
+        for name in ("job_id", "binary_measurement"):
+            value = getattr(self, name)
+            if not isinstance(value, bytes):
+                bad(f"{name} is a {type(value).__name__}, not bytes")
         if len(self.job_id) != JOB_ID_SIZE:
             bad(f"job id is {len(self.job_id)} bytes, need {JOB_ID_SIZE}")
         if len(self.binary_measurement) != 48:
             bad("binary measurement is not a 48-byte SHA-384 digest")
-        if not self.parties:
+        if not sequence(self.parties, "parties"):
             bad("a job needs at least one party")
+        for p in self.parties:
+            if not isinstance(p, PartyEntry):
+                bad(f"party entry {p!r} is not a PartyEntry")
+            if not _is_int(p.party_id):
+                bad(f"party id {p.party_id!r} is not an int")
         ids = [p.party_id for p in self.parties]
         if ids != sorted(set(ids)) or not all(0 <= i < 1 << 16 for i in ids):
             bad(f"party ids {ids} are not unique, ascending u16 values")
         owned = {}
         for p in self.parties:
-            if len(p.fingerprint) != 48:
+            if not isinstance(p.fingerprint, bytes) or len(p.fingerprint) != 48:
                 bad(f"party {p.party_id}: fingerprint is not 48 bytes")
-            for k in p.key_ids:
+            for k in sequence(p.key_ids, f"party {p.party_id}: key_ids"):
+                if not _is_int(k):
+                    bad(f"party {p.party_id}: key id {k!r} is not an int")
                 if k in DERIVED_KEYS or not 0 <= k < 1 << 16:
                     bad(f"party {p.party_id}: key id {k:#x} is reserved or out of range")
                 if k in owned:
                     bad(f"key id {k} is claimed by parties {owned[k]} and {p.party_id}")
                 owned[k] = p.party_id
-        if not self.key_sets:
+        if not sequence(self.key_sets, "key_sets"):
             bad("the key schedule needs at least the launch key set")
         for i, ks in enumerate(self.key_sets):
+            for k in sequence(ks, f"key set {i}"):
+                if not isinstance(k, KeyInstall):
+                    bad(f"key set {i}: {k!r} is not a KeyInstall")
+                if not _is_int(k.phys_ctx) or not _is_int(k.key_id):
+                    bad(f"key set {i}: {k} has a context or key id that is not an int")
             ctxs = [k.phys_ctx for k in ks]
             if len(set(ctxs)) != len(ctxs) or not all(0 <= c < PHYS_CONTEXTS for c in ctxs):
                 bad(f"key set {i}: contexts {ctxs} repeat or exceed {PHYS_CONTEXTS - 1}")
@@ -171,7 +200,7 @@ class JobManifest:
                 if k.key_id not in owned and k.key_id not in DERIVED_KEYS:
                     bad(f"key set {i}: key id {k.key_id} is supplied by no party")
         named = set()
-        for c in self.sxp_config:
+        for c in sequence(self.sxp_config, "sxp_config"):
             if not isinstance(c, ConfigWrite):
                 bad(f"config entry {c!r} is not a ConfigWrite")
             if not _is_int(c.register) or c.register not in REGISTER_ENTRIES:

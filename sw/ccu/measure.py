@@ -69,7 +69,11 @@ def cc_mode_measurement(mode) -> bytes:
 
 
 class MeasurementStore:
-    """64 extend-only slots with fixed owners; :meth:`reset` is the device reset only."""
+    """64 extend-only slots with fixed owners; :meth:`reset` is the device reset only.
+
+    A slot is an int 0..63: :meth:`read`, :meth:`owner` and :meth:`extend` raise
+    :class:`~sw.ccu.errors.SlotOwnerError` for any other value (out of range, not an int, a
+    bool), and change nothing."""
 
     def __init__(self, owners=SLOT_OWNERS):
         if len(owners) != SLOTS:
@@ -77,13 +81,21 @@ class MeasurementStore:
         self._owners = tuple(owners)
         self._slots = [bytes(DIGEST_SIZE)] * SLOTS
 
+    @staticmethod
+    def _check_slot(slot):
+        if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < SLOTS:
+            raise SlotOwnerError(f"no measurement slot {slot!r} (there are {SLOTS}: 0..{SLOTS - 1})")
+
     def owner(self, slot: int) -> str:
+        """The layer that owns *slot* (SlotOwnerError: no such slot)."""
+        self._check_slot(slot)
         return self._owners[slot]
 
     def extend(self, owner: str, slot: int, measurement: bytes) -> bytes:
-        """Extend ``slot`` by ``measurement`` (a 48-byte digest) on behalf of ``owner``."""
-        if not 0 <= slot < SLOTS:
-            raise SlotOwnerError(f"no measurement slot {slot} (there are {SLOTS})")
+        """Extend ``slot`` by ``measurement`` (a 48-byte digest) on behalf of ``owner``:
+        SlotOwnerError if there is no such slot or ``owner`` does not own it, ValueError if
+        the measurement is not 48 bytes."""
+        self._check_slot(slot)
         if owner != self._owners[slot]:
             raise SlotOwnerError(f"slot {slot} is owned by {self._owners[slot]!r}, "
                                  f"not {owner!r}")
@@ -93,6 +105,8 @@ class MeasurementStore:
         return self._slots[slot]
 
     def read(self, slot: int) -> bytes:
+        """The value of *slot* (SlotOwnerError: no such slot; a negative index is not one)."""
+        self._check_slot(slot)
         return self._slots[slot]
 
     def values(self) -> tuple[bytes, ...]:

@@ -35,7 +35,15 @@ from dataclasses import dataclass, field
 from sw.ccu.manifest import ConfigWrite, KeyInstall
 from sw.ccu.sxp_port import PHYS_CONTEXTS, SxpRegister
 
-from .frames import StreamType, check_frame_bytes, encrypt_stream, frame_count, stream_nonce
+from .frames import (
+    FrameError,
+    FrameTypeError,
+    StreamType,
+    check_frame_bytes,
+    encrypt_stream,
+    frame_count,
+    stream_nonce,
+)
 from .host import PAGE, HostMemory
 from .tile import (
     CheckpointSlot,
@@ -288,7 +296,21 @@ class Runtime:
 
     def restore(self, saved, ctx):
         """Put a saved checkpoint back into the ring, in the region of *ctx* (the context
-        the CCU loads with the resumed epoch's key); returns the slots for :meth:`boot`."""
+        the CCU loads with the resumed epoch's key); returns the slots for :meth:`boot`.
+
+        Every blob must be the whole encrypted slot: ``frame_count(length, frame_bytes)``
+        frames of ``frame_bytes``. A blob that is not bytes raises :class:`FrameTypeError`,
+        one of another size (truncated, extended) :class:`FrameError`, and an illegal
+        ``frame_bytes`` or ``length`` FrameError (:func:`frame_count`) or ValueError
+        (:meth:`checkpoint_slots`); all before anything is allocated or written, so a
+        short blob never reaches the ring to fail later in the tile."""
+        size = frame_count(saved.length, saved.frame_bytes) * saved.frame_bytes
+        for t, blob in saved.blobs.items():
+            if not isinstance(blob, (bytes, bytearray)):
+                raise FrameTypeError(f"tile {t}'s saved checkpoint is a {type(blob).__name__}, not bytes")
+            if len(blob) != size:
+                raise FrameError(f"tile {t}'s saved checkpoint is {len(blob)} bytes, not the {size} of "
+                                 f"{saved.length} bytes in {saved.frame_bytes}-byte frames")
         plan = self.checkpoint_slots(saved.blobs, saved.length, ctx, saved.frame_bytes)
         for t, slot in plan.slots.items():
             self.host.write(slot.addr, saved.blobs[t])

@@ -1,11 +1,14 @@
-"""Property tests: the ITX frames codec, the tile's completion input and host memory take
-random and mutated input and raise only their documented errors (FrameError / InvalidTag,
-PacketError, HostError), never IndexError, AttributeError, KeyError, OverflowError or a
-bare ValueError/TypeError; a stream that is truncated, extended or altered is never
-returned as a stream.
+"""Property tests: the ITX frames codec, the tile's completion input, host memory and the
+runtime's restore of a saved checkpoint take random and mutated input and raise only their
+documented errors (FrameError / InvalidTag, PacketError, HostError), never IndexError,
+AttributeError, KeyError, OverflowError or a bare ValueError/TypeError; a stream that is
+truncated, extended or altered is never returned as a stream, and a saved checkpoint of
+the wrong size never reaches the ring.
 
 Hypothesis runs are small and derandomized, so the suite stays fast and CI reproducible.
 """
+import dataclasses
+
 import pytest
 from cryptography.exceptions import InvalidTag
 from hypothesis import HealthCheck, given, settings
@@ -27,6 +30,7 @@ from sw.itx.frames import (
     stream_nonce,
 )
 from sw.itx.host import HostError, HostMemory, HostTypeError
+from sw.itx.runtime import Runtime
 from sw.itx.tile import PacketError, PacketTypeError, Read, Tile
 from sw.pcie.beats import HEADER_FIELDS, Beat, header
 
@@ -322,3 +326,54 @@ def test_host_request_raises_only_host_errors(draw):
     assert flaw == "none" and not short_write, f"a request with flaw {flaw!r} accepted (short write: {short_write})"
     kind = packet[0].hdr["kind"]
     assert (kind == Kind.READ_REQ.value and host.outstanding) or (kind == Kind.WRITE_REQ.value and host.writes)
+
+
+# ---- saved checkpoints ------------------------------------------------------------------------
+def _saved(tiles=(0, 3), length=2048, frame_bytes=512, seed=0):
+    """A checkpoint saved from a runtime whose slots hold random bytes (what tiles wrote)."""
+    rng = __import__("random").Random(seed)
+    rt = Runtime(HostMemory(), region_bytes=1 << 20)
+    plan = rt.checkpoint_slots(tiles, length, ctx=1, frame_bytes=frame_bytes)
+    for slot in plan.slots.values():
+        rt.host.write(slot.addr, rng.randbytes(-(-length // (frame_bytes - 32)) * frame_bytes))
+    return rt.save(plan, epoch=1, checkpoint=0)
+
+
+def test_audit_case_restore():
+    """A saved checkpoint with its last frame cut off was written short into the ring and
+    failed only later, in the tile."""
+    saved = _saved()
+    cut = dataclasses.replace(saved, blobs={**saved.blobs, 3: saved.blobs[3][:-512]})
+    rt = Runtime(HostMemory(), region_bytes=1 << 20)
+    with pytest.raises(FrameError, match="tile 3's saved checkpoint is 2048 bytes, not the 2560"):
+        rt.restore(cut, ctx=2)
+    with pytest.raises(FrameTypeError, match="is a NoneType"):
+        rt.restore(dataclasses.replace(saved, blobs={0: None, 3: saved.blobs[3]}), ctx=2)
+    assert rt.regions == {}, "a refused restore allocated a region"
+
+
+@SETTINGS
+@given(st.sampled_from(SIZES), st.integers(1, 3000), st.sampled_from(("cut", "extend", "junk", "none")), st.data())
+def test_restore_refuses_a_blob_of_another_size(frame_bytes, length, how, draw):
+    """One tile's blob cut, extended or replaced by junk: FrameError before anything is
+    allocated or written; the blobs as saved go into the ring unchanged."""
+    saved = _saved(length=length, frame_bytes=frame_bytes, seed=length)
+    good = saved.blobs[3]
+    if how == "cut":
+        bad = good[:draw.draw(st.integers(0, len(good) - 1), label="cut")]
+    elif how == "extend":
+        bad = good + draw.draw(st.binary(min_size=1, max_size=frame_bytes + 1), label="tail")
+    elif how == "junk":
+        bad = draw.draw(NOT_BYTES, label="junk")
+    else:
+        bad = good
+    rt = Runtime(HostMemory(), region_bytes=1 << 20)
+    flawed = dataclasses.replace(saved, blobs={**saved.blobs, 3: bad})
+    if how == "none":
+        plan = rt.restore(flawed, ctx=2)
+        for t, slot in plan.slots.items():
+            assert rt.host.read(slot.addr, len(saved.blobs[t])) == saved.blobs[t]
+        return
+    with pytest.raises(FrameError):
+        rt.restore(flawed, ctx=2)
+    assert rt.regions == {}, "a refused restore allocated a region"
