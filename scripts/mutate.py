@@ -74,6 +74,9 @@ MIN_SCORE = 0.95
 EQUIV_SEQ = 4           # equiv_simple/equiv_induct: steps of the induction
 MITER_STEPS = 8         # sat -tempinduct on the output miter: steps from the reset state
 MITER_TIMEOUT = 120     # seconds per miter run (BMC, induction)
+# cells that are not logic: a memory's initial contents (every harness starts from an
+# arbitrary state, and the designs scrub their memories), debug scope markers
+NOT_LOGIC = ("$meminit", "$meminit_v2", "$scopeinfo")
 EQUIV_TIMEOUT = 180     # seconds for equiv_simple + equiv_induct
 
 
@@ -492,17 +495,15 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
         return entry
     (work / "pre.il").write_text(ref_pre)
     if mutations is None:
-        if target.regions:
-            cells = cells_in(ref_pre, module, regions_of(target))
-            entry["candidate_cells"] = len(cells)
-            if not cells:
-                entry["errors"].append(f"no cell of {module} lies in {target.regions}")
-                return entry
-            (work / "cells.txt").write_text("".join(f"{module}/{c}\n" for c in cells))
-            sel = "select -set tgt " + " ".join(f"{module}/{c}" for c in cells) + "\n"
-        else:
-            entry["candidate_cells"] = len(ref_cells)
-            sel = f"select -set tgt {module}/c:*\n"
+        spans = regions_of(target)
+        cells = [name for name, key, srcs in ref_cells if key[0] not in NOT_LOGIC
+                 and (not spans or any(_in(spans, f, n) for f, n in srcs))]
+        entry["candidate_cells"] = len(cells)
+        if not cells:
+            entry["errors"].append(f"no cell of {module} lies in {target.regions}")
+            return entry
+        (work / "cells.txt").write_text("".join(f"{module}/{c}\n" for c in cells))
+        sel = "select -set tgt " + " ".join(f"{module}/{c}" for c in cells) + "\n"
         rc, _ = yosys(f"read_rtlil pre.il\n{sel}mutate -list {count or target.count} -seed {seed} "
                       "-o mutations.ys @tgt\n", work, "list", timeout)
         if rc != 0:
