@@ -6,7 +6,7 @@ misdirected frames are rejected with nothing written."""
 import random
 
 import cocotb
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
 from hw.cc import CCDma
 from hw.cc.layout import CTR_LIMIT, Dir, Status
@@ -41,6 +41,35 @@ from .env import (
 
 # cycles desc and key are refused after reset while the staging buffer is scrubbed: the RTL's own
 SCRUB = CCDma(**PARAMS).scrub_cycles
+# staging words, from the parameters as docs/cc.md gives them (slots x frame_blocks blocks)
+STAGING_WORDS = PARAMS.get("slots", 4) * FRAME_BLOCKS
+
+
+def staging_words(dut):
+    """Every word of the staging buffer, read one by one through its handle (a buffer of
+    another size than ``STAGING_WORDS`` fails: no word is left out of the check)."""
+    assert len(dut.staging) == STAGING_WORDS, \
+        f"the staging buffer has {len(dut.staging)} words, not slots x frame_blocks = {STAGING_WORDS}"
+    return [int(dut.staging[k].value) for k in range(STAGING_WORDS)]
+
+
+def mark_unwritten_staging(dut):
+    """Write a nonzero marker into every staging word that holds zero (the words the
+    traffic did not write), so that a scrub that misses any word leaves something to find.
+    Returns how many were marked."""
+    marked = 0
+    for k, w in enumerate(staging_words(dut)):
+        if w == 0:
+            dut.staging[k].value = (0xA5 << 120) | (k + 1)
+            marked += 1
+    return marked
+
+
+def assert_staging_zero(dut, what):
+    words = staging_words(dut)
+    left = [k for k, w in enumerate(words) if w]
+    assert not left, f"{what}: {len(left)} of {len(words)} staging words not zero after the scrub, " \
+                     f"first {left[:8]}"
 
 
 @cocotb.test()
@@ -271,13 +300,33 @@ async def reset_scrubs(dut):
     # (key.ready also waits for key.valid, so the count is taken on desc)
     refused = Refusals(tb.clk, dut.rst, dut.desc__ready)
 
-    async def reset_and_count(what, stale=False):
-        await tb.reset(stale=stale)
-        got = await refused.after_reset()
-        assert got == SCRUB, f"{what}: desc refused for {got} cycles after reset, not " \
-                             f"CCDma.scrub_cycles = {SCRUB}"
+    refusals = []               # (which reset, cycles desc was refused after it)
 
-    await reset_and_count("power-on")
+    async def reset_and_count(what, stale=False, mark=True):
+        # every staging word holds something before the reset: the words the traffic wrote
+        # (plaintext) and a marker in the others; after it, every word must read zero
+        # (checked before the refusal count, so that a scrub that stops short fails on content).
+        # Not at power-on: the scrub that starts from the initial state already walks then.
+        if mark:
+            marked = mark_unwritten_staging(dut)
+            await ReadOnly()
+            assert all(staging_words(dut)), f"{what}: control: a staging word is still zero before the reset"
+            dut._log.info("%s: %d of %d staging words marked before the reset", what, marked, STAGING_WORDS)
+            await FallingEdge(tb.clk)       # out of the read-only phase, before the next edge
+        await tb.reset(stale=stale)
+        refusals.append((what, await refused.after_reset()))
+        await ReadOnly()
+        assert_staging_zero(dut, what)
+        await RisingEdge(tb.clk)
+
+    def assert_refusal_counts():
+        # at the end: the power-on scrub cannot be marked (it walks from the initial state),
+        # so a scrub that stops short must first fail the content check after the traffic
+        for what, got in refusals:
+            assert got == SCRUB, f"{what}: desc refused for {got} cycles after reset, not " \
+                                 f"CCDma.scrub_cycles = {SCRUB}"
+
+    await reset_and_count("power-on", mark=False)
     scanner = Scanner(dut, skip=("desc__", "key__", "rd_resp__"))
     await ReadOnly()
     scanner.baseline()
@@ -335,6 +384,7 @@ async def reset_scrubs(dut):
     assert all(s["code"] is Status.NO_KEY for _, s in tb.statuses[-CHANNELS:])
     # the stale responses were dropped, not taken for data: new keys, traffic, all as the model
     await traffic_under_new_keys(tb, chans, prot, bounce, 20, 200)
+    assert_refusal_counts()
 
 
 @cocotb.test()

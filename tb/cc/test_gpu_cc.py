@@ -37,6 +37,7 @@ from .env import (
     Alloc,
     GpuTB,
     fill,
+    inbound,
     install_keys_with_secrets,
     outbound,
     read_frame,
@@ -214,6 +215,89 @@ async def flr_scrubs_dma(dut):
     assert codes == [Status.NO_KEY] * CHANNELS, f"after the FLR: {codes}, a key survived"
     # the stale responses were dropped, not routed to a read: new keys, traffic as the model
     await traffic_under_new_keys(tb, chans, prot, bounce, 11, 100)
+
+
+@cocotb.test()
+async def key_write_during_traffic(dut):
+    """The firmware writes key words (KEY0..7, DMA_KEY_IV) and installs a new key on
+    channel 1 while encrypted frames of channel 0 flow (both directions). The traffic is
+    unaffected: statuses and memory as the model, channel 0's OUT frames open with its key.
+    The install lands between frames, and channel 1 then uses the new key: its OUT frame
+    opens with it and not with the old one, an IN frame sealed with it is committed, one
+    sealed with the old key is refused (AUTH) and leaves protected memory as it was."""
+    assert CHANNELS >= 2, "needs two channels"
+    tb = GpuTB(dut)
+    await tb.power_on(Mode.ON)
+    key0, key1_old, key1_new = (random.randbytes(32) for _ in range(3))
+    await tb.install(0, key0, 100)
+    await tb.install(1, key1_old, 200)
+    prot, bounce = Alloc(tb.PROT), Alloc(tb.BOUNCE)
+    n = max(1, min(FRAME_BLOCKS, tb.PROT[1] // 10))    # ten frames fit protected memory at once
+    sender0, outs = HostChannel(key0, 0, 100), []
+    for k in range(10):
+        if k % 2:
+            d, _ = inbound(tb, {0: sender0}, prot, bounce, 0, n, k)
+        else:
+            d, pt = outbound(tb, prot, bounce, 0, n, k)
+            outs.append((d, pt))
+        assert tb.submit(d) is Status.OK
+    # the key words while channel 0's frames are in flight
+    await RisingEdge(tb.clk)
+    await tb.write_key_regs(tb.fw, key1_new)
+    await tb.fw.write(DMA_KEY_IV, 300)
+    assert tb.expected, "control: channel 0's traffic finished before the key words were written"
+    in_flight_at_go = len(tb.expected)
+    await tb.fw.write(DMA_KEY_CTRL, KEY_GO | 1)
+    for _ in range(10_000):
+        if not (await tb.key_status())["busy"]:
+            break
+    else:
+        raise AssertionError("the install on channel 1 never completed")
+    await tb.write_key_regs(tb.fw, bytes(32))
+    tb.model.install_key(1, key1_new, 300)
+    dut._log.info("key install on channel 1 issued with %d of 10 channel-0 frames in flight",
+                  in_flight_at_go)
+    await tb.drain()
+    codes = [s["code"] for _, s in tb.statuses[-10:]]
+    assert codes == [Status.OK] * 10, f"channel 0's frames around the key writes: {codes}"
+    tb.check()
+    receiver0 = HostChannel(key0, 0, 100)
+    for d, pt in outs:
+        assert receiver0.open(read_frame(tb.mem, d.dst, d.len + 2)) == pt, \
+            f"channel 0 OUT frame {d.tag} does not open with channel 0's key"
+    assert (await tb.key_status())["installs"] == 3, "not three installs"
+
+    # channel 1 uses the new key: OUT opens with it only
+    d, pt = outbound(tb, Alloc(tb.PROT), bounce, 1, n, 20)
+    assert tb.submit(d) is Status.OK
+    await tb.drain()
+    frame = read_frame(tb.mem, d.dst, n + 2)
+    assert HostChannel(key1_new, 1, 300).open(frame) == pt, "channel 1's OUT frame does not open with the new key"
+    try:
+        HostChannel(key1_old, 1, 300).open(frame)
+        raise AssertionError("channel 1's OUT frame opens with the old key")
+    except FrameError:
+        pass
+    # IN: sealed with the new key -> committed; with the old key -> AUTH, memory kept
+    prot = Alloc(tb.PROT)
+    for k, (key, want) in enumerate(((key1_new, Status.OK), (key1_old, Status.AUTH))):
+        src, dst = bounce.take(n + 2), prot.take(n)
+        data = random.randbytes(16 * n)
+        for j, b in enumerate(blocks(HostChannel(key, 1, 300 + k).seal(data))):
+            tb.poke(src + j, b)
+        sentinel = [random.getrandbits(128) for _ in range(n)]
+        for j, b in enumerate(sentinel):
+            tb.poke(dst + j, b)
+        assert tb.submit(Desc(Dir.IN, 1, n, src, dst, 21 + k)) is want
+        await tb.drain()
+        got = tb.statuses[-1][1]["code"]
+        assert got is want, f"channel 1 IN sealed with the {'new' if k == 0 else 'old'} key: {got.name}"
+        mem = [tb.dev(dst + j) for j in range(n)]
+        if want is Status.OK:
+            assert b"".join(v.to_bytes(16, "little") for v in mem) == data, "channel 1 IN: memory differs"
+        else:
+            assert mem == sentinel, "channel 1 IN with the old key: protected memory changed"
+    tb.check()
 
 
 @cocotb.test()
