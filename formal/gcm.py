@@ -1,4 +1,4 @@
-"""``gcm_core`` (hw/gcm): reset scrub of every key-bearing register.
+"""``gcm_core`` (hw/gcm): reset scrub of every key-bearing register; tag authentication.
 
 gcm_core's wide registers have no reset: the reset cycle writes zeros into them through
 their write ports (context key, nonce, beat index b and b ± 1, X, H, H³ at lanes 4; s0, P,

@@ -1,6 +1,7 @@
-"""``pcie_rdtable`` (hw/pcie): the error counters saturate.
+"""``pcie_rdtable`` (hw/pcie): the error counters saturate; completions against a record of the reads.
 
-Design: ``PcieReadTable()`` with the parameters of the ``pcie_rdtable`` design (256 entries).
+Design of ``counters_saturate``: ``PcieReadTable()`` with the parameters of the
+``pcie_rdtable`` design (256 entries).
 
 Environment: every input free in every cycle, the reset too (``Harness(reset="free")``),
 and the first cycle starts from any state of the table, so the counters start anywhere,
@@ -153,7 +154,7 @@ def completion_accounting(mutant=None, params=None):
 
 PROPERTIES += [
     *with_mutants(Property("pcie_rdtable", "completion_accounting", completion_accounting, depth=18,
-                           params=SMALL,
+                           params=SMALL, fast=False,
                            depth_reason="18 steps: the reset and the 4-cycle row scrub, then two reads "
                                         "allocated back to back and each answered by two completions "
                                         "(first beats on cpl_i one per cycle, 2 cycles to cpl_o), "
