@@ -214,8 +214,8 @@ def tag_auth(mutant=None, contexts=CONTEXTS, lanes=LANES):
 TAG_AUTH_DEPTH = 9
 TAG_AUTH_REASON = ("9 steps: the reset cycle, then a key install on each context, an IV on each, and a MAC "
                    "(step 5) whose output leaves 3 cycles later (s0, P, O) in step 8; or one context's install, "
-                   "IV, two DATA beats and the MAC. Each step past 8 costs the solver several times the one "
-                   "before (lanes 1: step 8 40 s, step 9 4 minutes)")
+                   "IV, two DATA beats and the MAC. Each further step costs the solver several times the one "
+                   "before (lanes 1: step 7 40 s, step 8 4 minutes, step 9 unfinished after 5 more)")
 PROPERTIES += [
     *with_mutants(Property("gcm_core", "tag_auth_l1", tag_auth, depth=TAG_AUTH_DEPTH,
                            params={"contexts": CONTEXTS, "lanes": 1}, depth_reason=TAG_AUTH_REASON, fast=False,
