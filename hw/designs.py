@@ -38,6 +38,7 @@ DESIGNS = {
     "cc_ctrl": Design("cc", "hw.cc:CCCtrl"),
     "cc_dma": Design("cc", "hw.cc:CCDma"),
     "gpu_cc": Design("cc", "hw.cc:GpuCC"),
+    "sha384": Design("sha", "hw.sha:SHA384"),
 }
 
 
