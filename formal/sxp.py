@@ -245,27 +245,34 @@ def trusted_lock(mutant=None):
 
 # ---------------------------------------------------------------- entering trusted mode
 def trusted_entry(mutant=None):
-    """Trusted mode rises only with a configuration consistent by :func:`spec_consistent`.
+    """Trusted mode rises only with a configuration consistent by :func:`spec_consistent`, on
+    the ``TrustGate`` component with a constant configuration (``AnyConst``).
 
-    No reset: the first cycle is any state of the SXP with ``trusted`` = 0 and no request
-    pending (any configuration, any pipeline contents, ``cfg_ok`` included). Every execution
-    that enters trusted mode has a last cycle in that set before it (the cycle of the request
-    that succeeds: ``trusted`` can only rise three cycles after a request taken while nothing
-    was pending), and from there trusted mode rises in step 4. So checking, in each of the
-    steps of the BMC, that trusted implies a consistent configuration covers every entry into
-    trusted mode: a proof by window, as the scrub properties are. trusted_lock proves that the
-    configuration then stays as it was."""
+    No reset: the first cycle is any state of TrustGate with ``trusted`` = 0 and no request
+    pending (its compare registers and ``cfg_ok`` arbitrary). Every execution that enters
+    trusted mode has a last cycle in that set before it (the cycle of the request that
+    succeeds: ``trusted`` can only rise three cycles after a request taken while nothing was
+    pending), and from there trusted mode rises in step 4; TrustGate's compares sample the
+    configuration from the cycle after the request on, in which the SXP refuses every write to
+    it (trusted_lock), so a constant configuration is what it sees in the SXP. A BMC of 6 steps
+    that checks "trusted implies consistent" in each of them therefore covers every entry into
+    trusted mode: a proof by window, as the scrub properties are."""
     h = Harness(reset=False)
-    sxp, frozen, fragment, rf = control_plane(trust=mutant)
-    h.m.submodules.sxp = frozen
-    free_inputs(h.m, sxp)
-    pending = dict(registers(fragment))["trust.pending"]
-    h.assume(~h.first | (~sxp.trust.trusted & (pending == 0)))
-    kx, kp, base, limit = _config(rf)
-    ok = spec_consistent(kp, base, limit)
-    h.check("trusted_config_consistent", ok, guard=sxp.trust.trusted)
-    h.notes.append(f"SXP(contexts={CONTEXTS}, lanes={LANES}) with stubbed datapath blocks; no reset, first "
-                   "cycle: trusted = 0, TrustGate.pending = 0, everything else arbitrary")
+    dut = TrustGate(CONTEXTS, _formal_mutant=mutant)
+    frozen, fragment = freeze(dut)
+    h.m.submodules.dut = frozen
+    kp = [h.any_const(5, f"kphysmap{p}") for p in range(CONTEXTS)]
+    base = [h.any_const(32, f"base{r}") for r in range(REGIONS)]
+    limit = [h.any_const(32, f"limit{r}") for r in range(REGIONS)]
+    h.m.d.comb += [dut.kphysmap[p].eq(kp[p]) for p in range(CONTEXTS)]
+    h.m.d.comb += [dut.base[r].eq(base[r]) for r in range(REGIONS)]
+    h.m.d.comb += [dut.limit[r].eq(limit[r]) for r in range(REGIONS)]
+    h.m.d.comb += dut.request.eq(h.any_seq(1, "request"))
+    pending = dict(registers(fragment))["pending"]
+    h.assume(~h.first | (~dut.trusted & (pending == 0)))
+    h.check("trusted_config_consistent", spec_consistent(kp, base, limit), guard=dut.trusted)
+    h.notes.append(f"TrustGate(contexts={CONTEXTS}); configuration AnyConst; no reset, first cycle: "
+                   "trusted = 0, pending = 0, everything else arbitrary")
     return h
 
 
@@ -463,7 +470,7 @@ PROPERTIES = [
                                "after reset (ordinary resets: scrub length 0)"),
                   ("keep_held", "the holding register has no reset")),
     *with_mutants(Property("sxp", "trusted_entry", trusted_entry, depth=6, window=True,
-                           params={"contexts": CONTEXTS, "lanes": LANES, "datapath": "stubbed"},
+                           params={"component": "TrustGate", "contexts": CONTEXTS},
                            doc="trusted mode rises only with a configuration consistent by the spec "
                                "(KPHYSMAP 1..16 and distinct, the 17 regions pairwise disjoint)"),
                   ("no_cfg_ok", "TrustGate decides without cfg_ok", "TrustGate._formal_mutant"),
