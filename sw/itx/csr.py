@@ -10,10 +10,13 @@ there and in :mod:`hw.sxp.regs`, not here).
 - :class:`CsrKeyPort` — :class:`sw.ccu.sxp_port.CcuPort` over the ``ccu`` port:
   :class:`sw.sxp.driver.SxpCsrDriver` for the writes, plus an optional ``wait_key_idle()``
   before each KEY_COMMIT (the RTL ignores a commit while STATUS.key_busy is set; a cocotb
-  bus polls STATUS there). With a ``read32`` it also reads the trusted-mode bit and the
-  exception record back (STATUS, EXC_ADDR, EXC_TILE; the record is acknowledged by writing
-  STATUS.exc = 1), and with a ``hold`` callable it holds the tiles — what
-  :class:`sw.ccu.cce.Cce` needs beyond key installation. The SXP checks the configuration
+  bus polls STATUS there). With a ``read32`` it also reads the trusted-mode bit, the
+  exception record (STATUS, EXC_ADDR, EXC_TILE; the record is acknowledged by writing
+  STATUS.exc = 1) and the configuration (``read_config``: an entry as the SXP holds it;
+  None for a KPHYSMAP entry beyond ``contexts``, which this SXP does not have) back, and
+  with a ``hold`` callable it holds the tiles — the seven calls :class:`sw.ccu.cce.Cce`
+  needs. Used on the golden model's ``ccu`` port and, through
+  :class:`tb.system.env.RtlCcuPort`, on the RTL's. The SXP checks the configuration
   before trusted mode takes effect, a few cycles after the CTRL.trust write: with a
   ``read32``, :meth:`CsrKeyPort.set_trusted_mode` returns only once STATUS says trusted or
   an exception is latched (at most :data:`TRUST_POLLS` reads), so the CCU's read-back of
@@ -100,3 +103,13 @@ class CsrKeyPort(SxpCsrDriver):
 
     def write_config(self, register, index, value):
         self._config(register, index, value)
+
+    def read_config(self, register, index):
+        """The entry as the SXP holds it now; None for a KPHYSMAP entry beyond
+        ``contexts`` (the SXP has no such register). TypeError without a ``read32``."""
+        register = SxpRegister(register)
+        if register is SxpRegister.KPHYSMAP and index >= self.contexts:
+            return None
+        if self._read32 is None:
+            raise TypeError("this CsrKeyPort was built without read32: it cannot read the configuration")
+        return self._read32(register_address(register, index))

@@ -2,7 +2,7 @@
 measurement, key schedule and SXP configuration go into the job manifest; the CCU writes
 the configuration, enters trusted mode (and reads the bit and the configuration back for
 its report), unwraps both parties' key packages and installs key sets through
-:class:`sw.itx.testing.CcuCsrPort` on the SXP's ``ccu`` CSR port; the tiles boot, the CCU
+:class:`sw.itx.csr.CsrKeyPort` on the SXP's ``ccu`` CSR port; the tiles boot, the CCU
 lets main execution start only once the bootloader's measurement equals the manifest's,
 and the next key set at the
 synchronisation point lets them read the data provider's stream. An SXP exception reaches
@@ -18,10 +18,10 @@ from sw.ccu.cce import TeeState
 from sw.ccu.errors import ApiOrderError, ManifestError, ManifestMismatchError, TrustedModeError
 from sw.ccu.manifest import ConfigWrite
 from sw.ccu.sxp_port import ExceptionSource, SxpRegister
-from sw.itx.csr import CsrConfigWriter
+from sw.itx.csr import CsrConfigWriter, CsrKeyPort
 from sw.itx.frames import payload_bytes
 from sw.itx.runtime import DATA_BASE
-from sw.itx.testing import CcuCsrPort, CcuJob, GoldenDevice, Scenario
+from sw.itx.testing import CcuJob, GoldenDevice, Scenario
 from sw.itx.tile import Cause, SecurityException, application_measurement
 
 
@@ -40,7 +40,7 @@ def device_and_ccu(sc):
     dev = GoldenDevice(sc.tiles, host=sc.rt.host)
     sc.prepare(dev.tiles)
     bus = CountingBus(dev.ccu_csr)
-    ccu = CcuJob(sc, CcuCsrPort(bus, read32=dev.ccu_read32, hold=dev.hold_tiles))
+    ccu = CcuJob(sc, CsrKeyPort(bus, read32=dev.ccu_read32, hold=dev.hold_tiles))
     return dev, ccu, bus
 
 
@@ -197,3 +197,34 @@ def test_sxp_refusing_trust_stops_the_ccu():
     assert bus.writes and not keys & {addr for addr, _ in bus.writes}, "a key word was written"
     event = ccu.cce.on_exception()
     assert event.cause.code == SxpCause.CONFIG.value and not event.stopped
+
+
+def test_csr_key_port_reads_the_configuration_back():
+    """CsrKeyPort is the whole CcuPort: read_config returns what the host port wrote, over
+    the ccu port's reads; a KPHYSMAP entry beyond the SXP's contexts reads None without a
+    bus read (no such register); without a read32 it cannot read (TypeError)."""
+    from sw.ccu.sxp_port import PORT_METHODS, CcuPort
+    from sw.sxp.driver import ModelBus
+    from sw.sxp.model import SxpModel
+    model = SxpModel(4)
+    reads = []
+
+    def read32(addr):
+        reads.append(addr)
+        return model.csr_read(addr, "ccu")
+    port = CsrKeyPort(ModelBus(model, "ccu"), contexts=4, read32=read32)
+    assert isinstance(port, CcuPort) and all(callable(getattr(port, m)) for m in PORT_METHODS)
+    host = CsrConfigWriter(ModelBus(model, "host"), contexts=4)
+    written = {(SxpRegister.KXBCTXMAP, 5): 3, (SxpRegister.KPHYSMAP, 2): 7,
+               (SxpRegister.KSELLIMIT_BASE, 7): 0x1000_0000, (SxpRegister.KSELLIMIT_LIMIT, 7): 0x1000_4000}
+    for (register, index), value in written.items():
+        host(register, index, value)
+    for (register, index), value in written.items():
+        assert port.read_config(register, index) == value
+        assert port.read_config(int(register), index) == value          # a plain register number
+    assert port.read_config(SxpRegister.KPHYSMAP, 3) == 4              # reset: context p -> region p + 1
+    n = len(reads)
+    assert [port.read_config(SxpRegister.KPHYSMAP, i) for i in range(4, 16)] == [None] * 12
+    assert len(reads) == n, "an absent register was read on the bus"
+    with pytest.raises(TypeError, match="without read32"):
+        CsrKeyPort(ModelBus(model, "ccu"), contexts=4).read_config(SxpRegister.KXBCTXMAP, 0)

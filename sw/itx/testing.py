@@ -5,9 +5,9 @@ per physical context, streaming decryption with the tag checked on the last comp
 :class:`ReferenceDevice` (tiles + reference SXP + :class:`~sw.itx.host.HostMemory`, run
 packet by packet, one cycle per loop) and :class:`TrustedCcu` (installs the runtime's key
 sets through any :class:`~sw.ccu.sxp_port.SxpKeyPort`; :class:`CcuJob` is the real CCU
-firmware model for the same job, on a :class:`CcuCsrPort`). Both devices run at the lanes of
-their host memory (beats of 16·lanes bytes; a packet not on beats is refused, as the SXP's
-MALFORMED check does).
+firmware model for the same job, on a :class:`sw.itx.csr.CsrKeyPort`). Both devices run at
+the lanes of their host memory (beats of 16·lanes bytes; a packet not on beats is refused,
+as the SXP's MALFORMED check does).
 """
 from collections import deque
 
@@ -17,15 +17,13 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from hw.sxp.packet import BEAT_BYTES, Kind
 from sw.ccu.sxp_port import PHYS_CONTEXTS, REGISTER_ENTRIES, SxpRegister
-from sw.itx.csr import CsrKeyPort
 from sw.pcie.beats import Beat
 
 from .frames import IV_BYTES, J0_TAIL, NONCE_BYTES, TAG_BYTES
 from .host import HostMemory
 from .tile import Cause, SecurityException, Tile
 
-__all__ = ["ReferenceSxp", "ReferenceDevice", "TrustedCcu", "Scenario", "GoldenDevice", "CcuJob",
-           "CcuCsrPort"]
+__all__ = ["ReferenceSxp", "ReferenceDevice", "TrustedCcu", "Scenario", "GoldenDevice", "CcuJob"]
 
 
 def _payload(packet, beat_bytes=BEAT_BYTES):
@@ -402,23 +400,6 @@ class GoldenDevice(ReferenceDevice):
 
     def _in_flight(self):
         return bool(self._table) or bool(self._xb) or any(s is not None for s in self.model.slot)
-
-
-class CcuCsrPort(CsrKeyPort):
-    """:class:`sw.itx.csr.CsrKeyPort` with ``read_config`` (the seventh call of
-    :class:`sw.ccu.sxp_port.CcuPort`): an entry read over the ``ccu`` port with the
-    ``read32`` it was built with; None for a KPHYSMAP entry beyond the SXP's contexts (it
-    has no such register). Used for the golden device and, through
-    :class:`tb.system.env.RtlCcuPort`, the RTL."""
-
-    def read_config(self, register, index):
-        from sw.sxp.driver import register_address
-        register = SxpRegister(register)
-        if register is SxpRegister.KPHYSMAP and index >= self.contexts:
-            return None
-        if self._read32 is None:
-            raise TypeError("this port was built without read32: it cannot read the configuration")
-        return self._read32(register_address(register, index))
 
 
 def _beats(hdr, blocks):

@@ -32,7 +32,6 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from hw.sxp.packet import BEAT_BYTES, Kind, beat_layout
 from sw.itx.csr import TRUST_POLLS, CsrConfigWriter, CsrKeyPort, status_fields
-from sw.itx.testing import CcuCsrPort
 from sw.itx.tile import Cause, SecurityException, Tile
 from sw.pcie.beats import decode, encode
 from tb.common.csr import CsrBus
@@ -348,17 +347,16 @@ class SystemTB(TB):
 # (:func:`cocotb.task.resume`): a CSR write or read on the SXP's ``ccu`` port takes the
 # clock cycles it takes, in simulated time, while the CCU code waits as firmware does.
 #
-# :class:`RtlCcuPort` is :class:`sw.itx.testing.CcuCsrPort` (:class:`sw.itx.csr.CsrKeyPort`,
-# the register encoding written once, plus the configuration read-back) over three bridged
-# bus operations — write, read, wait for STATUS.key_busy = 0 —
-# plus the tile hold, which here is the testbench's (:meth:`tb.system.env.SystemTB.hold`:
-# every tile halts and issues nothing more until the next reset), as the ICU's hold pin
-# would be in a device.
+# :class:`RtlCcuPort` is :class:`sw.itx.csr.CsrKeyPort` (the register encoding written once,
+# the configuration read-back included) over three bridged bus operations — write, read,
+# wait for STATUS.key_busy = 0 — plus the tile hold, which here is the testbench's
+# (:meth:`tb.system.env.SystemTB.hold`: every tile halts and issues nothing more until the
+# next reset), as the ICU's hold pin would be in a device.
 #
 # Use: ``await run_ccu(lambda: cce.create_tee(...))`` runs one piece of CCU code to its end.
 
 
-class RtlCcuPort(CcuCsrPort):
+class RtlCcuPort(CsrKeyPort):
     """The CCU port of a :class:`tb.system.env.SystemTB`; call it only from code run by
     :func:`run_ccu`. ``installed`` keeps every non-zero key the CCU installed (the
     checkpoint key is derived inside the CCU: a test learns it only here), so that a scan
