@@ -387,8 +387,9 @@ PROPERTIES = [
          "Engine._formal_mutant"),
         ("fill_any_pending", "a memory answer fills every pending L1 way, not only the way waiting for that "
                              "fetch (another fetch's or a previous launch's RBT word)", "Engine._formal_mutant"),
-        ("answer_to_newest", "a memory answer completes the answer-queue entry of the newest fetch instead "
-                             "of its own (wrong outstanding entry)", "Engine._formal_mutant"),
+        ("answer_newest_slot", "a memory answer is taken as for the slot of the newest outstanding fetch "
+                               "instead of its own (its kernel id compared with another slot's)",
+         "Engine._formal_mutant"),
     ),
     *with_mutants(
         Property("bcu", "checker_sound", checker_sound, depth=CHECKER_DEPTH,

@@ -93,9 +93,9 @@ FETCH_DELAY = 2     # from a miss's E cycle to its mem_req (F1, F2)
 # "no_flush": a launch does not invalidate its slot's L1 ways (a hit after a relaunch);
 # "fill_any_pending": a memory answer fills every pending L1 way, not only the way waiting
 #   for that fetch (another fetch's, or a previous launch's, RBT word in a way);
-# "answer_to_newest": a memory answer completes the answer-queue entry of the newest fetch
-#   instead of its own (wrong outstanding entry)
-MUTANTS = (None, "no_flush", "fill_any_pending", "answer_to_newest")
+# "answer_newest_slot": a memory answer is taken as for the slot of the newest fetch instead
+#   of its own (its kernel id compared with another slot's)
+MUTANTS = (None, "no_flush", "fill_any_pending", "answer_newest_slot")
 
 # the ring and queue pointers wrap by overflowing: both sizes are powers of two
 assert MAX_FETCHES & (MAX_FETCHES - 1) == 0 and QUEUE_DEPTH & (QUEUE_DEPTH - 1) == 0
@@ -292,12 +292,12 @@ class Engine(wiring.Component):
         m.d.comb += self.mem_resp.ready.eq(ring.sent != 0)
         rbt = data.View(rbt_entry_layout, self.mem_resp.payload.data)
         fetched = Signal(cache_entry_layout, name="fetched")
-        a_slot = _by_index(m, ring.slot, ring.answer, "answer_slot") if sb else Const(0, 1)
+        a_index = ring.alloc - 1 if self._formal_mutant == "answer_newest_slot" else ring.answer
+        a_slot = _by_index(m, ring.slot, a_index, "answer_slot") if sb else Const(0, 1)
         a_kernel = self._per_slot(m, self.kernel_id, a_slot, "answer_kernel_id")
         m.d.comb += [fetched.base.eq(rbt.base), fetched.size.eq(rbt.size), fetched.valid.eq(rbt.valid),
                      fetched.read_only.eq(rbt.read_only), fetched.kernel_ok.eq(rbt.kernel_id == a_kernel)]
-        a_q = _by_index(m, ring.q, ring.alloc - 1 if self._formal_mutant == "answer_to_newest" else ring.answer,
-                        "answer_q")
+        a_q = _by_index(m, ring.q, ring.answer, "answer_q")
         a_l2 = _by_index(m, ring.l2, ring.answer, "answer_l2")
         fill_l2 = wire(m, answered & ring.fill.bit_select(ring.answer, 1) & l2.pending.bit_select(a_l2, 1),
                        "fill_l2")
