@@ -23,11 +23,13 @@ async def throughput(dut):
     await tb.reset()
     messages = [random.randbytes(random.randrange(LONGEST + 1)) for _ in range(MESSAGES)]
     count = sum(len(blocks(m)) for m in messages)
-    for msg in messages:
-        tb.send(msg)
     taken, lasts, digests = [], [], []
     cycle = 0
     wall = time.monotonic()
+    await RisingEdge(tb.clk)
+    await ReadOnly()            # queue in the ReadOnly phase: the source drives at the next edge
+    for msg in messages:
+        tb.send(msg)
     while tb.sink.received < MESSAGES:
         await RisingEdge(tb.clk)
         await ReadOnly()
