@@ -136,3 +136,16 @@ def test_doc_rows_say_current_or_stale():
     assert aes.startswith("| `aes256` | 4.0 | 40.0 |") and aes.endswith("| `1111` | current |"), aes
     assert sxp.endswith("| `2222` | stale |"), sxp
     assert timing._DOC_ROW.match(aes).groups() == ("aes256", "1111", "current")
+
+
+def test_doc_keeps_other_designs_rows(tmp_path, monkeypatch):
+    doc = tmp_path / "area.md"
+    doc.write_text(f"intro\n{timing.DOC_BEGIN}\n{timing.DOC_END}\n")
+    monkeypatch.setattr(timing, "generate", lambda name: name)
+    monkeypatch.setattr(timing, "netlist_key_digest", lambda path: {"aes256": "1111", "sxp": "9999"}[path])
+    monkeypatch.setattr(timing, "_designs", lambda: ["aes256", "sxp"])
+    timing.write_doc([_report("sxp", "2222", 5.0)], 0.1, doc)
+    timing.write_doc([_report("aes256", "1111", 4.0)], 0.1, doc)
+    rows = [line for line in doc.read_text().splitlines() if line.startswith("| `")]
+    assert [timing._DOC_ROW.match(r).groups() for r in rows] == [("aes256", "1111", "current"),
+                                                                ("sxp", "2222", "stale")], rows

@@ -362,7 +362,7 @@ def write_doc(reports, fo4_ns, doc=AREA_DOC):
         m = _DOC_ROW.match(line)
         if m and m[1] not in {r["design"] for r in reports}:
             state = "current" if netlist_key_digest(generate(m[1])) == m[2] else "stale"
-            kept[m[1]] = line.rsplit("| ", 2)[0] + f"| {state} |"
+            kept[m[1]] = line.rsplit("| ", 1)[0] + f"| {state} |"
     rows = docs_table(reports, fo4_ns, {r["design"]: netlist_key_digest(generate(r["design"])) for r in reports})
     order = {name: i for i, name in enumerate(_designs())}
     body = sorted([(m[1], line) for line in rows[2:-2] if (m := re.match(r"^\| `(\w+)` \|", line))]
