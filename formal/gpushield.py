@@ -393,7 +393,7 @@ PROPERTIES = [
     ),
     *with_mutants(
         Property("bcu", "checker_sound", checker_sound, depth=CHECKER_DEPTH,
-                 params={"lanes": CHECKER_LANES, "design": "Checker"}, fast=False,
+                 params={"lanes": CHECKER_LANES, "design": "Checker"},
                  doc="the checker's answer is ok only if every micro-op of its request is inside its entry "
                      "(spec in 49-bit arithmetic) or carries no cause; the answer has the request's tag",
                  depth_reason="after the reset in step 0, a request of one micro-op is answered in step 4 "
