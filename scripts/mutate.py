@@ -533,7 +533,7 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
     usable.sort(key=lambda u: u[3]["seconds"])
 
     for i, line in enumerate(mutations):
-        if budget and time.time() - start > budget:
+        if budget and i and time.time() - start > budget:     # at least one mutant
             entry["unrun"] = len(mutations) - i
             log(f"  time budget of {budget} s spent: {len(mutations) - i} mutants not run", flush=True)
             break
