@@ -352,7 +352,7 @@ def log_counts_saturate(mutant=None, lanes=COUNTER_LANES):
 
 SOUNDNESS_DEPTH = 14
 RCACHE_DEPTH = 10
-CHECKER_DEPTH = 10
+CHECKER_DEPTH = 14
 PROPERTIES = [
     *with_mutants(
         Property("bcu", "soundness", soundness, depth=SOUNDNESS_DEPTH, params={"lanes": LANES, "slots": SLOTS},
@@ -393,12 +393,12 @@ PROPERTIES = [
     ),
     *with_mutants(
         Property("bcu", "checker_sound", checker_sound, depth=CHECKER_DEPTH,
-                 params={"lanes": CHECKER_LANES, "design": "Checker"},
+                 params={"lanes": CHECKER_LANES, "design": "Checker"}, fast=False,
                  doc="the checker's answer is ok only if every micro-op of its request is inside its entry "
                      "(spec in 49-bit arithmetic) or carries no cause; the answer has the request's tag",
                  depth_reason="after the reset in step 0, a request of one micro-op is answered in step 4 "
-                              "(C1, C2, OUT), one of n micro-ops in step 3 + n: 10 steps cover requests of up "
-                              "to 6 micro-ops, and several requests back to back, with back-pressure"),
+                              "(C1, C2, OUT), one of n micro-ops in step 3 + n: 14 steps cover requests of up "
+                              "to 10 micro-ops, and several requests back to back, with back-pressure"),
         ("ignore_size", "the checker ends an access at its first byte (ignores the access size)"),
         ("end_last_byte", "the checker ends an access at its last byte, compared against the one-past limit "
                           "(off by one at the bound)"),
