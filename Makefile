@@ -85,7 +85,7 @@ contracts: verilog
 	@if [ -f $(CONTRACTS) ]; then $(PY) $(CONTRACTS) sim_build/verilog; \
 	else echo "notice: $(CONTRACTS) not found beside this clone: block contracts not checked"; fi
 
-test: lint unit contracts sim
+test: lint unit contracts formal-fast sim
 
 waves: $(READY)
 	@test -n "$(TEST)" || { echo "usage: make waves TEST=<cocotb or pytest test name>"; exit 2; }

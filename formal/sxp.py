@@ -458,14 +458,14 @@ PROPERTIES = [
                            doc="KeyStager: staging words, held key, flags are zero in the first cycle "
                                "after reset (ordinary resets: scrub length 0)"),
                   ("keep_held", "the holding register has no reset")),
-    *with_mutants(Property("sxp", "trusted_entry", trusted_entry, depth=6, window=True,
+    *with_mutants(Property("sxp", "trusted_entry", trusted_entry, depth=6, window=True, fast=False,
                            params={"component": "TrustGate", "contexts": CONTEXTS},
                            doc="trusted mode rises only with a configuration consistent by the spec "
                                "(KPHYSMAP 1..16 and distinct, the 17 regions pairwise disjoint)"),
                   ("no_cfg_ok", "TrustGate decides without cfg_ok", "TrustGate._formal_mutant"),
                   ("skip_region16", "TrustGate's disjointness compares stop one region short",
                    "TrustGate._formal_mutant")),
-    *with_mutants(Property("sxp", "trusted_lock", trusted_lock, depth=6, induction=2,
+    *with_mutants(Property("sxp", "trusted_lock", trusted_lock, depth=6, induction=2, fast=False,
                            params={"contexts": CONTEXTS, "lanes": LANES, "datapath": "stubbed"},
                            doc="from the trust request on the configuration is frozen for both ports; "
                                "host reads return 0; STATUS.exc, key strobes and staging change only by the "
@@ -474,7 +474,8 @@ PROPERTIES = [
                   ("ccu_writes_limit", "a ccu write to KSEL_LIMIT is applied in trusted mode", "SXP._formal_mutant"),
                   ("host_reads_kxbctxmap", "the host may read KXBCTXMAP in trusted mode", "SXP._formal_mutant")),
     *with_mutants(Property("sxp", "key_slots_write_only", key_slots_write_only, depth=4, induction=1,
-                           params={"contexts": CONTEXTS, "lanes": LANES, "EnginePath": "shared stub",
+                           fast=False,
+                           params={"contexts": CONTEXTS, "lanes": LANES, "datapath": "shared stubs",
                                    "copies": 2},
                            doc="miter: no output (pcie_o, xb_o, readies, read data, irq), read-field source "
                                "or flip-flop outside the key staging depends on the data written to KEY_W0..7"),
