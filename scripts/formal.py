@@ -58,8 +58,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-__all__ = ["parse_bmc", "parse_induction", "failing_checks", "decide", "problems", "verdict", "run_problems",
-           "choose", "prove", "write_reports", "markdown", "exit_code", "find_solver", "main", "YOSYS_SCRIPT"]
+__all__ = ["merged_entries", "parse_bmc", "parse_induction", "failing_checks", "decide", "problems", "verdict",
+           "run_problems", "choose", "prove", "write_reports", "markdown", "exit_code", "find_solver", "main",
+           "YOSYS_SCRIPT"]
 
 WORK = ROOT / "sim_build" / "formal"
 REPORTS = ROOT / "sim_build" / "reports"
@@ -424,6 +425,17 @@ def table(entries, run=()):
     return "\n".join(out)
 
 
+def merged_entries(path, entries, key):
+    """*entries* after the entries of the JSON report at *path* (a list) whose *key* none of
+    *entries* has: a report that keeps what an earlier run measured of other items."""
+    try:
+        old = json.loads(path.read_text()) if path.exists() else []
+    except (json.JSONDecodeError, OSError):
+        old = []
+    seen = {key(e) for e in entries}
+    return [e for e in old if key(e) not in seen] + list(entries)
+
+
 def write_reports(entries, reports=None, merge=True, run=()):
     """``formal.json`` (a list of entries) and ``formal.md`` (default folder
     ``sim_build/reports``). With *merge*, entries of properties not run this time are kept
@@ -431,14 +443,8 @@ def write_reports(entries, reports=None, merge=True, run=()):
     reports = reports or REPORTS
     reports.mkdir(parents=True, exist_ok=True)
     path = reports / "formal.json"
-    merged = list(entries)
-    if merge and path.exists():
-        try:
-            old = json.loads(path.read_text())
-        except (json.JSONDecodeError, OSError):
-            old = []
-        seen = {(e["design"], e["property"]) for e in entries}
-        merged = [e for e in old if (e.get("design"), e.get("property")) not in seen] + merged
+    merged = merged_entries(path, entries, lambda e: (e.get("design"), e.get("property"))) if merge \
+        else list(entries)
     path.write_text(json.dumps(merged, indent=1) + "\n")
     (reports / "formal.md").write_text(markdown(merged, run))
     return merged

@@ -647,14 +647,9 @@ def write_reports(entries, reports=REPORTS, merge=True):
     reports.mkdir(parents=True, exist_ok=True)
     path = reports / "mutate.json"
     merged = list(entries)
-    if merge and path.exists():
-        try:
-            old = json.loads(path.read_text())
-        except (json.JSONDecodeError, OSError):
-            old = []
-        seen = {e["target"] for e in entries}
+    if merge:
         order = {t.name: i for i, t in enumerate(TARGETS)}
-        merged = sorted([e for e in old if e.get("target") not in seen] + merged,
+        merged = sorted(runner.merged_entries(path, entries, lambda e: e.get("target")),
                         key=lambda e: order.get(e["target"], len(order)))
     path.write_text(json.dumps(merged, indent=1) + "\n")
     (reports / "mutate.md").write_text(markdown(merged))
