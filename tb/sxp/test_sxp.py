@@ -571,14 +571,15 @@ async def key_install_during_traffic(dut):
     target = next(p for p in range(CONTEXTS) if cfg.xbctx_of(p))
     busy = [p for p in range(CONTEXTS) if p != target and cfg.xbctx_of(p)][:3]
     sent, read = [], []
-    for k in range(10):
+    size = 224          # payload bytes: a frame of 14 + 2 blocks, whole beats at every lanes value
+    for k in range(10 * LANES):     # wider beats drain a frame sooner: still streaming at the install
         phys = busy[k % len(busy)]
-        pt = rng.randbytes(256)
+        pt = rng.randbytes(size)
         for p in frame_packets(write_frame(rng.randbytes(12), pt), rng, tile=k, xbctx=cfg.xbctx_of(phys)[0],
                                addr=cfg.region_of_phys(phys)[0]):
             tb.request(p)
         sent.append((phys, pt))
-        rpt = rng.randbytes(256)
+        rpt = rng.randbytes(size)
         frame = sealed_frame(keys[phys], rng.randbytes(12), rpt)
         for p in frame_packets(frame, rng, tile=3, xbctx=0, addr=0x4000, kind=Kind.READ_CPL, key_index=phys):
             tb.completion(p)
@@ -603,7 +604,7 @@ async def key_install_during_traffic(dut):
     for (_, blocks), (phys, pt) in zip(frames, sent):
         assert open_frame(keys[phys], blocks) == pt, f"context {phys}: a frame written during the key install"
     got = blocks_out(tb.xb_o.queue)
-    n = 256 // 16 + 2
+    n = size // 16 + 2
     for k, rpt in enumerate(read):
         assert bytes_of(got[k * n + 1:(k + 1) * n - 1]) == rpt, "a completion decrypted during the key install"
     # the new key is in place in both engines
