@@ -279,13 +279,13 @@ def choose(registry, block=None, name=None, fast=False):
 
 
 # ---------------------------------------------------------------- running
-def _run(cmd, log, cwd, env, timeout):
+def _run(cmd, log, cwd, env, timeout, nice=NICE):
     """Run *cmd* (under ``nice``) with its output in *log*; on timeout end its whole process
     group (smtbmc's solver is a grandchild). Returns (exit code or None, seconds)."""
     start = time.time()
     with open(log, "w") as f:
-        proc = subprocess.Popen(NICE + cmd, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(nice + [str(c) for c in cmd], cwd=cwd, env=env, stdout=f,
+                                stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -293,6 +293,9 @@ def _run(cmd, log, cwd, env, timeout):
             proc.wait()
             rc = None
             f.write(f"\n{_TIMEOUT} {timeout} s\n")
+        except BaseException:       # interrupted (^C, SIGTERM): the solver must not linger
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
     return rc, time.time() - start
 
 

@@ -47,7 +47,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -277,21 +276,7 @@ def rename(block, old, new):
 def run(cmd, log, cwd, timeout, env=None):
     """*cmd* under ``nice -n 15``, output in *log*; on timeout its process group ends.
     Returns (exit code or None, seconds)."""
-    start = time.time()
-    with open(log, "w") as f:
-        proc = subprocess.Popen(NICE + [str(c) for c in cmd], cwd=cwd, env=env, stdout=f,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            rc = None
-            f.write(f"\n## timeout after {timeout} s\n")
-        except BaseException:       # interrupted (^C, SIGTERM): the solver must not linger
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
-    return rc, time.time() - start
+    return runner._run(cmd, log, cwd, env, timeout, nice=NICE)
 
 
 def yosys(script, work, name, timeout=600):

@@ -561,6 +561,18 @@ async def region_end_past_4gib(dut):
     await tb.check_status()
 
 
+def write_frames_out(tb):
+    """The encrypted write frames ``pcie_o`` carried, as ``(key_index, blocks)``: a frame ends
+    with the last beat of its ``cc`` packet."""
+    frames, cur = [], []
+    for v in tb.pcie_o.queue:
+        cur.append(v)
+        if beat_dict(v)["last"] and beat_dict(v)["hdr"]["cc"]:
+            frames.append((beat_dict(v)["hdr"]["key_index"], blocks_out(cur)))
+            cur = []
+    return frames
+
+
 @cocotb.test()
 async def key_install_during_traffic(dut):
     """KEY_W0..7 and KEY_COMMIT written while write frames and read completions stream on other
@@ -594,12 +606,7 @@ async def key_install_during_traffic(dut):
         "control: no beat left while the key was written"
     assert not tb.xb_i.empty() or not tb.pcie_i.empty(), "control: the traffic ended before the key install"
     await tb.drain()
-    frames, cur = [], []
-    for v in tb.pcie_o.queue:
-        cur.append(v)
-        if beat_dict(v)["last"] and beat_dict(v)["hdr"]["cc"]:
-            frames.append((beat_dict(v)["hdr"]["key_index"], blocks_out(cur)))
-            cur = []
+    frames = write_frames_out(tb)
     assert [ki for ki, _ in frames] == [p for p, _ in sent]
     for (_, blocks), (phys, pt) in zip(frames, sent):
         assert open_frame(keys[phys], blocks) == pt, f"context {phys}: a frame written during the key install"
@@ -814,12 +821,7 @@ async def host_port_configures_before_trusted_mode(dut):
             tb.request(p)
         sent.append((phys, pt))
     await tb.drain()
-    frames, cur = [], []
-    for v in tb.pcie_o.queue:
-        cur.append(v)
-        if beat_dict(v)["last"] and beat_dict(v)["hdr"]["cc"]:
-            frames.append((beat_dict(v)["hdr"]["key_index"], blocks_out(cur)))
-            cur = []
+    frames = write_frames_out(tb)
     assert [ki for ki, _ in frames] == list(range(CONTEXTS)), f"frames left on contexts {[ki for ki, _ in frames]}"
     for (_, blocks), (phys, pt) in zip(frames, sent):
         assert open_frame(keys[phys], blocks) == pt, f"context {phys}: OpenSSL opened a different plaintext"
