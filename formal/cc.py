@@ -273,6 +273,70 @@ def flr_scrub_words(mutant=None):
     return h
 
 
+# ---------------------------------------------------------------- cc_ctrl key and PERF
+KEY_ADDRS = tuple(0x40 + 4 * k for k in range(8))     # KEY0..7 (docs/cc.md), word k = bits 32k..
+
+
+def key_output(mutant=None):
+    """The ``key`` output (the key state the engine uses) is KEY0..KEY7 as last written by
+    an access the specification allows — the firmware port outside the scrub (it wins when
+    both ports write a word in one cycle), the host where the allow-list lets it write —
+    word k at bits 32k .. 32k + 31, and zero after a reset or FLR. The spec side is the
+    harness's own copy of the eight words, written from the two CSR ports."""
+    h = Harness()
+    dut = CCCtrl(DEPTH, PROTECTED, _formal_mutant=mutant)
+    frozen, _fragment = freeze(dut)
+    h.m.submodules.dut = frozen
+    free_inputs(h.m, dut)
+    host, fw = dut.host, dut.fw
+    scrub = ~dut.ready | dut.flr | (dut.mode.as_value() == 3)
+    fw_w = Signal(name="spec_fw_write")
+    host_w = Signal(name="spec_host_write")
+    h.m.d.comb += [fw_w.eq(fw.w_stb & dut.ready & ~dut.flr),
+                   host_w.eq(host.w_stb & ~dut.flr & _allowed(dut.mode.as_value(), scrub, host.addr, "w"))]
+    words = [Signal(32, name=f"spec_key{k}") for k in range(len(KEY_ADDRS))]
+    for k, addr in enumerate(KEY_ADDRS):
+        with h.m.If(h.rst | dut.flr):
+            h.m.d.sync += words[k].eq(0)
+        with h.m.Elif(fw_w & (fw.addr == addr)):
+            h.m.d.sync += words[k].eq(fw.w_data)
+        with h.m.Elif(host_w & (host.addr == addr)):
+            h.m.d.sync += words[k].eq(host.w_data)
+    h.check("key_is_written_words", dut.key == Cat(*words))
+    h.notes.append(f"CCCtrl(depth={DEPTH}, protected={PROTECTED}); KEY words at "
+                   + ", ".join(f"{a:#04x}" for a in KEY_ADDRS))
+    return h
+
+
+def perf_counters(mutant=None):
+    """``PERF_CYCLES`` and ``PERF_ACCESSES`` (as the host reads them) from one cycle to
+    the next, from any state: zero after a reset, an FLR or a cycle in CC on; otherwise,
+    while ``PERF_CTRL.en`` was set, one more cycle and one more per request the memory
+    port took; else unchanged. In CC on they read zero (no timing channel for the host)."""
+    h = Harness(reset="free")
+    dut = CCCtrl(DEPTH, PROTECTED, _formal_mutant=mutant)
+    frozen, _fragment = freeze(dut)
+    h.m.submodules.dut = frozen
+    free_inputs(h.m, dut)
+    rf = dut._rf
+    cycles, accesses = rf["PERF_CYCLES"]["count"].r, rf["PERF_ACCESSES"]["count"].r
+    on = dut.mode.as_value() == 1
+    cleared = h.past(h.rst | dut.flr | on, "perf_cleared_prev")
+    counting = h.past(rf["PERF_CTRL"]["en"].q, "perf_en_prev")
+    took = h.past(dut.mem_req.valid & dut.mem_req.ready, "mem_taken_prev")
+    cycles_prev = h.past(cycles, "perf_cycles_prev")
+    accesses_prev = h.past(accesses, "perf_accesses_prev")
+    h.check("cleared", (cycles == 0) & (accesses == 0), guard=cleared)
+    h.check("cycles_count", cycles == (cycles_prev + 1)[:32], guard=~cleared & counting)
+    h.check("accesses_count", accesses == (accesses_prev + took)[:32], guard=~cleared & counting)
+    h.check("held_when_off", (cycles == cycles_prev) & (accesses == accesses_prev),
+            guard=~cleared & ~counting)
+    h.check("zero_in_cc_on", (cycles == 0) & (accesses == 0), guard=on & ~h.rst)
+    h.notes.append(f"CCCtrl(depth={DEPTH}, protected={PROTECTED}); reset, flr and inputs free in "
+                   "every cycle, any initial state")
+    return h
+
+
 # ---------------------------------------------------------------- cc_dma key scrub
 DMA = {"channels": 1, "frame_blocks": 2, "slots": 2, "addr_bits": 8}
 DMA_ROLES = {
@@ -547,6 +611,16 @@ PROPERTIES = [
                           doc="DEC_COUNT and FW_COUNT hold or count up by one unless reset or FLR: "
                               "they hold at 2^32 - 1"),
                  "counters_wrap", "the refusal counters count on past 2^32 - 1 (to 0)"),
+    *with_mutant(Property("cc_ctrl", "key_output", key_output, depth=DEPTH + 4, induction=1,
+                          params={"depth": DEPTH, "protected": PROTECTED},
+                          doc="the key output is KEY0..7 as last written by an allowed firmware or "
+                              "host write, word k at bits 32k..; zero after reset/FLR"),
+                 "key_words_reversed", "KEY0 drives the top word of the key output"),
+    *with_mutant(Property("cc_ctrl", "perf_counters", perf_counters, depth=2, induction=1,
+                          params={"depth": DEPTH, "protected": PROTECTED},
+                          doc="PERF_CYCLES/PERF_ACCESSES count cycles and taken requests while "
+                              "enabled, hold otherwise, read zero in CC on and after reset/FLR"),
+                 "perf_in_cc_on", "the performance counters run in CC on"),
     *with_mutants(Property("cc_dma", "commit_after_tag", dma_commit_order, depth=COMMIT_DEPTH,
                            params=DMA_C, depth_reason=COMMIT_DEPTH_REASON, fast=False,
                            doc="gcm_core abstracted: a write to protected memory only for a block of an "

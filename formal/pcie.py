@@ -38,14 +38,27 @@ completion that leaves on ``cpl_o``. Checked in every cycle, from the ports alon
 
 Environment: requests as the SXP sends them (docs/pcie.md, "Read requests": address and
 length whole granules, 16 .. ``max_read`` bytes, not past 2^32); completions, ready
-signals and the reset free; ``timeout`` = 0 (the completion timeout, which frees tags on
-its own, is not modelled). Bounded: the record and the table are not related by an
-inductive invariant.
+signals and the reset free; ``timeout`` = 0 (the timeout is ``timeout_expiry``'s).
+Bounded: the record and the table are not related by an inductive invariant.
+
+Property ``completion_routing`` (same table and record, which also keeps each read's
+tile, key context, ``aes`` and next address): a completion leaves with its read's trusted
+header (tile, key context, ``aes`` of the request of its tag; the address the read expects
+next) and every beat with its own data. The host labels each beat with its byte address
+(XOR a solver-chosen constant) and frames packets correctly; the rest is free. Bounded.
+
+Property ``timeout_expiry`` (same table, ``timeout`` a constant T in 1 .. 8): a read is
+reported by ``timeout_count`` only while outstanding and more than T cycles after its
+request; no completion leaves whose check came more than 5·⌈T / 4⌉ cycles after its
+request; ``outstanding`` as the record. Bounded.
 """
-from amaranth.hdl import Signal
+from types import SimpleNamespace
+
+from amaranth.hdl import Cat, Mux, Signal
 
 from hw.pcie import PcieReadTable
 from hw.pcie.layout import GRANULE_BITS, Cause
+from hw.sxp.packet import Kind
 
 from . import Harness, Property, free_inputs, with_mutant, with_mutants
 
@@ -78,6 +91,90 @@ def _popcount(bits):
     return sum(bits[k] for k in range(len(bits)))
 
 
+def _requests_as_the_sxp(h, dut, max_read):
+    """Assume read requests as the SXP sends them (docs/pcie.md, "Read requests"): address
+    and length whole granules, 16 .. *max_read* bytes, not past 2^32."""
+    req = dut.req_i.payload.hdr
+    granule = 1 << GRANULE_BITS
+    h.assume(~dut.req_i.valid | ((req.addr[:GRANULE_BITS] == 0) & (req.length[:GRANULE_BITS] == 0) &
+                                 (req.length >= granule) & (req.length <= max_read) &
+                                 ((req.addr + req.length) <= (1 << 32))))
+
+
+def _reads_record(h, dut, params, age_cap=0):
+    """The harness's own record of the reads, from the ports alone: a tag is outstanding
+    from the request that leaves on ``req_o`` with it (with the granules it asked for, its
+    address, tile, key context and ``aes``) until a completion leaving on ``cpl_o`` takes
+    its last granules off, or ``timeout_count`` reports it. With *age_cap*, each tag also
+    counts the cycles since its request was taken (1 in the cycle its request is on
+    ``req_o``, saturating at *age_cap*). Returns a namespace of the record's signals and
+    of the events it follows (``new_req``, ``new_cpl``, ``c_*`` for the completion's tag)."""
+    m, n = h.m, params["entries"]
+    rec = SimpleNamespace(n=n)
+    # a beat is new on an output when it was not there, unaccepted, in the cycle before
+    req_stalled = Signal(name="req_o_stalled")
+    cpl_stalled = Signal(name="cpl_o_stalled")
+    m.d.sync += [req_stalled.eq(dut.req_o.valid & ~dut.req_o.ready),
+                 cpl_stalled.eq(dut.cpl_o.valid & ~dut.cpl_o.ready)]
+    rec.new_req = new_req = dut.req_o.valid & ~req_stalled
+    rec.cpl = cpl = dut.cpl_o.payload
+    rec.new_cpl = new_cpl = dut.cpl_o.valid & ~cpl_stalled & cpl.first
+    units_bits = (params["max_read"] >> GRANULE_BITS).bit_length()
+    addr_bits = 32 - GRANULE_BITS
+    rec.held = held = Signal(n, name="rec_outstanding")
+    rec.held_next = held_next = Signal(n, name="rec_outstanding_next")
+    fields = {"left": units_bits, "next": addr_bits, "tile": len(cpl.hdr.tile),
+              "key_index": len(cpl.hdr.key_index), "aes": 1}
+    if age_cap:
+        fields["age"] = range(age_cap + 1)
+    table = {f: [Signal(shape, name=f"rec_{f}{t}") for t in range(n)] for f, shape in fields.items()}
+    r_hdr = dut.req_o.payload.hdr
+    rec.r_tag, rec.c_tag = r_tag, c_tag = r_hdr.tag, cpl.hdr.tag
+    rec.c_units = c_units = cpl.hdr.length[GRANULE_BITS:]
+    # the completion's tag's record (zero for a tag >= entries)
+    rec.c_held = Signal(name="cpl_rec_outstanding")
+    m.d.comb += rec.c_held.eq(0)
+    for f, shape in fields.items():
+        setattr(rec, f"c_{f}", Signal(shape, name=f"cpl_rec_{f}"))
+        m.d.comb += getattr(rec, f"c_{f}").eq(0)
+    for t in range(n):
+        with m.If(c_tag == t):
+            m.d.comb += rec.c_held.eq(held[t])
+            m.d.comb += [getattr(rec, f"c_{f}").eq(table[f][t]) for f in fields]
+    idx_bits = (n - 1).bit_length()
+    rec.r_free = Signal(name="req_rec_free")
+    m.d.comb += rec.r_free.eq((r_tag < n) & ~held.bit_select(r_tag[:idx_bits], 1))
+    # a tag reported by the completion timeout (timeout_count moves, timeout_tag names it)
+    to_before = Signal.like(dut.timeout_count, name="timeout_count_before")
+    m.d.sync += to_before.eq(dut.timeout_count)
+    rec.timed_out = Signal(name="timeout_reported")
+    m.d.comb += rec.timed_out.eq(dut.timeout_count != to_before)
+    m.d.comb += held_next.eq(held)
+    for t in range(n):
+        if age_cap:
+            age = table["age"][t]
+            with m.If(age != age_cap):
+                m.d.sync += age.eq(age + 1)
+        with m.If(rec.timed_out & (dut.timeout_tag == t)):
+            m.d.comb += held_next[t].eq(0)
+        with m.If(new_cpl & (c_tag == t)):
+            m.d.sync += [table["left"][t].eq(table["left"][t] - c_units),
+                         table["next"][t].eq(table["next"][t] + c_units)]
+            with m.If(c_units >= table["left"][t]):
+                m.d.comb += held_next[t].eq(0)
+        with m.If(new_req & (r_tag == t)):
+            m.d.comb += held_next[t].eq(1)
+            m.d.sync += [table["left"][t].eq(r_hdr.length[GRANULE_BITS:]),
+                         table["next"][t].eq(r_hdr.addr[GRANULE_BITS:]),
+                         table["tile"][t].eq(r_hdr.tile), table["key_index"][t].eq(r_hdr.key_index),
+                         table["aes"][t].eq(r_hdr.aes)]
+            if age_cap:
+                m.d.sync += table["age"][t].eq(2)
+    m.d.sync += held.eq(held_next)
+    rec.table = table
+    return rec
+
+
 def completion_accounting(mutant=None, params=None):
     params = dict(SMALL if params is None else params)
     h = Harness()
@@ -85,54 +182,16 @@ def completion_accounting(mutant=None, params=None):
     dut = PcieReadTable(**params, _formal_mutant=mutant)
     m.submodules.dut = dut
     free_inputs(m, dut)
-    n, max_read = params["entries"], params["max_read"]
     h.assume(dut.timeout == 0)
-    req = dut.req_i.payload.hdr
-    granule = 1 << GRANULE_BITS
-    h.assume(~dut.req_i.valid | ((req.addr[:GRANULE_BITS] == 0) & (req.length[:GRANULE_BITS] == 0) &
-                                 (req.length >= granule) & (req.length <= max_read) &
-                                 ((req.addr + req.length) <= (1 << 32))))
-
-    # a beat is new on an output when it was not there, unaccepted, in the cycle before
-    req_stalled = Signal(name="req_o_stalled")
-    cpl_stalled = Signal(name="cpl_o_stalled")
-    m.d.sync += [req_stalled.eq(dut.req_o.valid & ~dut.req_o.ready),
-                 cpl_stalled.eq(dut.cpl_o.valid & ~dut.cpl_o.ready)]
-    new_req = dut.req_o.valid & ~req_stalled
-    cpl = dut.cpl_o.payload
-    new_cpl = dut.cpl_o.valid & ~cpl_stalled & cpl.first
-
-    units_bits = (max_read >> GRANULE_BITS).bit_length()
-    held = Signal(n, name="rec_outstanding")
-    left = [Signal(units_bits, name=f"rec_left{t}") for t in range(n)]
-    held_next = Signal(n, name="rec_outstanding_next")
-    r_tag, c_tag = dut.req_o.payload.hdr.tag, cpl.hdr.tag
-    c_units = cpl.hdr.length[GRANULE_BITS:]
-    c_left = Signal(units_bits, name="cpl_rec_left")
-    c_held = Signal(name="cpl_rec_outstanding")
-    idx_bits = (n - 1).bit_length()
-    m.d.comb += [c_left.eq(0), c_held.eq(0)]
-    for t in range(n):
-        with m.If(c_tag == t):
-            m.d.comb += [c_left.eq(left[t]), c_held.eq(held[t])]
-    r_free = Signal(name="req_rec_free")
-    m.d.comb += r_free.eq((r_tag < n) & ~held.bit_select(r_tag[:idx_bits], 1))
-    m.d.comb += held_next.eq(held)
-    for t in range(n):
-        with m.If(new_cpl & (c_tag == t)):
-            m.d.sync += left[t].eq(left[t] - c_units)
-            with m.If(c_units >= left[t]):
-                m.d.comb += held_next[t].eq(0)
-        with m.If(new_req & (r_tag == t)):
-            m.d.comb += held_next[t].eq(1)
-            m.d.sync += left[t].eq(dut.req_o.payload.hdr.length[GRANULE_BITS:])
-    m.d.sync += held.eq(held_next)
+    _requests_as_the_sxp(h, dut, params["max_read"])
+    rec = _reads_record(h, dut, params)
+    n, cpl, c_tag, c_units = rec.n, rec.cpl, rec.c_tag, rec.c_units
     now = ~h.rst
-    h.check("alloc_free", r_free, guard=now & new_req)
-    h.check("cpl_outstanding", c_held & (c_tag < n), guard=now & new_cpl)
-    h.check("cpl_within_length", c_units <= c_left, guard=now & new_cpl)
-    h.check("cc_only_last", cpl.hdr.cc == (c_units == c_left), guard=now & new_cpl)
-    h.check("outstanding_as_record", dut.outstanding == _popcount(held_next), guard=now)
+    h.check("alloc_free", rec.r_free, guard=now & rec.new_req)
+    h.check("cpl_outstanding", rec.c_held & (c_tag < n), guard=now & rec.new_cpl)
+    h.check("cpl_within_length", c_units <= rec.c_left, guard=now & rec.new_cpl)
+    h.check("cc_only_last", cpl.hdr.cc == (c_units == rec.c_left), guard=now & rec.new_cpl)
+    h.check("outstanding_as_record", dut.outstanding == _popcount(rec.held_next), guard=now)
     # every completion packet taken on cpl_i has one outcome, a cycle after its check: it
     # leaves on cpl_o, or it is dropped and counted (err_count moves, cause not FRAMING)
     in_packet = Signal(name="cpl_in_packet")
@@ -143,12 +202,119 @@ def completion_accounting(mutant=None, params=None):
     m.d.sync += err_before.eq(dut.err_count)
     counted = (dut.err_count != err_before) & (dut.err_cause != Cause.FRAMING)
     outcome = Signal(name="cpl_outcome")
-    m.d.comb += outcome.eq(new_cpl | counted)
+    m.d.comb += outcome.eq(rec.new_cpl | counted)
     pending = Signal(range(8), name="cpl_pending")      # packets taken, outcome not yet seen
     m.d.sync += pending.eq(pending + (cpl_take & ~in_packet) - outcome)
     h.check("outcome_of_a_packet", pending != 0, guard=now & outcome)
     h.check("every_packet_delivered_or_counted", pending <= 2, guard=now)
     h.notes.append(f"PcieReadTable({params}); timeout = 0; requests as the SXP sends them")
+    return h
+
+
+def _beat_label(addr, mask):
+    """The data a labelled completion beat carries: its own byte address in every 32-bit
+    word, XORed with a constant *mask* (so that every data bit takes both values)."""
+    words = len(mask) // 32
+    return Cat(*([addr[:32]] * words)) ^ mask
+
+
+def completion_routing(mutant=None, params=None):
+    """Every completion leaves with its read's trusted header and its own data: the tile,
+    key context and ``aes`` of the request whose tag it carries, the address that read
+    expects next, and each beat the data that came in with it. The host labels every beat
+    with its address (:func:`_beat_label`) and frames its packets correctly (one beat per
+    granule of the header's length, 1 .. ``max_payload``); everything else is free."""
+    params = dict(SMALL if params is None else params)
+    h = Harness()
+    m = h.m
+    dut = PcieReadTable(**params, _formal_mutant=mutant)
+    m.submodules.dut = dut
+    free_inputs(m, dut)
+    h.assume(dut.timeout == 0)
+    _requests_as_the_sxp(h, dut, params["max_read"])
+    rec = _reads_record(h, dut, params)
+    granule = 1 << GRANULE_BITS
+    mask = h.any_const(len(dut.cpl_i.payload.data), "data_mask")
+    # the host's packets: the first beat after a `last` starts one; its header's length
+    # says how many beats follow; every beat carries its address
+    ci = dut.cpl_i.payload
+    in_packet = Signal(name="cpl_in_packet")
+    in_base = Signal(32, name="cpl_in_base")
+    in_beat = Signal(range(params["max_payload"] // granule + 1), name="cpl_in_beat")
+    in_units = Signal.like(in_beat, name="cpl_in_units")
+    first_in = ~in_packet
+    units = Mux(first_in, ci.hdr.length[GRANULE_BITS:], in_units)
+    beat = Mux(first_in, 0, in_beat)
+    base = Mux(first_in, ci.hdr.addr, in_base)
+    h.assume(~dut.cpl_i.valid | ~first_in | ((ci.hdr.length[:GRANULE_BITS] == 0) & (ci.hdr.length >= granule)
+                                             & (ci.hdr.length <= params["max_payload"])))
+    h.assume(~dut.cpl_i.valid | (ci.last == (beat + 1 == units)))
+    h.assume(~dut.cpl_i.valid | (ci.data == _beat_label(base + (beat << GRANULE_BITS), mask)))
+    with m.If(dut.cpl_i.valid & dut.cpl_i.ready):
+        m.d.sync += [in_packet.eq(~ci.last), in_base.eq(base), in_beat.eq(beat + 1), in_units.eq(units)]
+    # the beats leaving: each carries the label of its own address
+    co = dut.cpl_o.payload
+    out_base = Signal(32, name="cpl_out_base")
+    out_beat = Signal.like(in_beat, name="cpl_out_beat")
+    o_base = Mux(co.first, co.hdr.addr, out_base)
+    o_beat = Mux(co.first, 0, out_beat)
+    with m.If(dut.cpl_o.valid & dut.cpl_o.ready):
+        m.d.sync += [out_base.eq(o_base), out_beat.eq(o_beat + 1)]
+    now = ~h.rst
+    hdr = rec.cpl.hdr
+    h.check("cpl_outstanding", rec.c_held & (rec.c_tag < rec.n), guard=now & rec.new_cpl)
+    h.check("tile_of_request", hdr.tile == rec.c_tile, guard=now & rec.new_cpl)
+    h.check("key_of_request", (hdr.key_index == rec.c_key_index) & (hdr.aes == rec.c_aes),
+            guard=now & rec.new_cpl)
+    h.check("address_expected", (hdr.addr[GRANULE_BITS:] == rec.c_next) & (hdr.addr[:GRANULE_BITS] == 0),
+            guard=now & rec.new_cpl)
+    h.check("kind_completion", hdr.kind == Kind.READ_CPL, guard=now & rec.new_cpl)
+    h.check("data_of_beat", co.data == _beat_label(o_base + (o_beat << GRANULE_BITS), mask),
+            guard=now & dut.cpl_o.valid)
+    h.notes.append(f"PcieReadTable({params}); timeout = 0; requests as the SXP sends them; "
+                   "completion beats framed and labelled with their address")
+    return h
+
+
+TIMEOUT_MAX = 8     # the completion timeouts the property covers: 1 .. 8 cycles (P = 1 or 2)
+
+
+def timeout_expiry(mutant=None, params=None):
+    """The completion timeout against docs/pcie.md: with ``timeout`` = T (constant, 1 ..
+    ``TIMEOUT_MAX``), a read is reported (``timeout_count`` + 1, ``timeout_tag``) only
+    while it is outstanding and more than T cycles after its request, and never accepts a
+    completion whose check comes more than 5·P cycles (P = ⌈T / 4⌉) after its request;
+    ``outstanding`` counts what the record holds, reports included."""
+    params = dict(SMALL if params is None else params)
+    h = Harness()
+    m = h.m
+    dut = PcieReadTable(**params, _formal_mutant=mutant)
+    m.submodules.dut = dut
+    free_inputs(m, dut, skip={("timeout",)})
+    limit = h.any_const(range(TIMEOUT_MAX + 1), "timeout_T")
+    h.assume((limit >= 1) & (limit <= TIMEOUT_MAX))
+    m.d.comb += dut.timeout.eq(limit)
+    period = (limit + 3) >> 2
+    cap = 5 * ((TIMEOUT_MAX + 3) // 4) + 3
+    _requests_as_the_sxp(h, dut, params["max_read"])
+    rec = _reads_record(h, dut, params, age_cap=cap)
+    now = ~h.rst
+    # age = cycles since the request was taken on req_i (req_o shows it one cycle later);
+    # the report comes one cycle after the entry expired: expired more than T after it
+    reported_age = Signal(range(cap + 1), name="reported_rec_age")
+    reported_held = Signal(name="reported_rec_outstanding")
+    m.d.comb += [reported_age.eq(0), reported_held.eq(0)]
+    for t in range(rec.n):
+        with m.If(dut.timeout_tag == t):
+            m.d.comb += [reported_age.eq(rec.table["age"][t]), reported_held.eq(rec.held[t])]
+    h.check("reported_while_outstanding", reported_held, guard=now & rec.timed_out)
+    h.check("reported_after_timeout", reported_age > limit + 1, guard=now & rec.timed_out)
+    # a completion leaving cpl_o was checked one cycle before: at most 5·P after the request
+    h.check("cpl_before_expiry", rec.c_age <= 5 * period + 1, guard=now & rec.new_cpl)
+    h.check("cpl_outstanding", rec.c_held & (rec.c_tag < rec.n), guard=now & rec.new_cpl)
+    h.check("outstanding_as_record", dut.outstanding == _popcount(rec.held_next), guard=now)
+    h.notes.append(f"PcieReadTable({params}); timeout constant in 1..{TIMEOUT_MAX}; requests as the "
+                   "SXP sends them; completions free")
     return h
 
 
@@ -166,4 +332,26 @@ PROPERTIES += [
                   ("free_early", "the tag is freed on every good completion, not only the last"),
                   ("left_off_by_one", "a completion writes back one granule too few still expected"),
                   ("uncounted_unknown", "a completion for an unknown tag is dropped without being counted")),
+    *with_mutants(Property("pcie_rdtable", "completion_routing", completion_routing, depth=14,
+                           params=SMALL, fast=False,
+                           depth_reason="14 steps: the reset and the 4-cycle row scrub, two reads "
+                                        "allocated back to back (req_o in steps 6 and 7), completions "
+                                        "of 1 and 2 beats for each on cpl_i from step 7, on cpl_o two "
+                                        "cycles later: interleaved tags and a split read's second part",
+                           doc="a completion leaves with the tile, key context and aes of its tag's "
+                               "request, at the address that read expects next, each beat with its "
+                               "own data (4 entries, beats labelled by address)"),
+                  ("tile_from_header", "the completion goes to the tile its untrusted header names"),
+                  ("stale_data", "a later beat of a completion leaves with the data of the beat before")),
+    *with_mutants(Property("pcie_rdtable", "timeout_expiry", timeout_expiry, depth=20,
+                           params=SMALL, fast=False,
+                           depth_reason=f"20 steps: the reset and the 4-cycle row scrub, a request taken "
+                                        f"in step 5, 5 ticks of P <= 2 cycles (T <= {TIMEOUT_MAX}): expiry "
+                                        "by step 17, its report by step 18, and a completion checked in "
+                                        "the cycle after expiry leaving in step 19",
+                           doc="with timeout T (1..8) a read is reported only while outstanding and more "
+                               "than T cycles after its request; no completion is accepted more than "
+                               "5*ceil(T/4) cycles after it"),
+                  ("expire_early", "an entry expires after 4 ticks (possibly before T cycles)"),
+                  ("ages_kept", "an allocation does not clear the tag's age (a reused tag inherits it)")),
 ]

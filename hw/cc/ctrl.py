@@ -70,9 +70,11 @@ class CCCtrl(wiring.Component):
         # decoupler's and the firewall's refusal counters; "firewall_open_cc_on" refuses
         # nothing in CC on; "protected_end_short" leaves the last protected word out of the
         # region; "scrub_short" stops the memory scrub one word short; "flr_no_scrub" does
-        # not restart the scrub on flr
+        # not restart the scrub on flr; "key_words_reversed" puts KEY0 at the top of `key`;
+        # "perf_in_cc_on" lets the performance counters run in CC on
         if _formal_mutant not in (None, "open_scratch0", "counters_wrap", "firewall_open_cc_on",
-                                  "protected_end_short", "scrub_short", "flr_no_scrub"):
+                                  "protected_end_short", "scrub_short", "flr_no_scrub",
+                                  "key_words_reversed", "perf_in_cc_on"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         # cycles `ready` stays low after the reset or FLR cycle: one memory word per cycle
@@ -247,13 +249,16 @@ class CCCtrl(wiring.Component):
     def _perf_counters(self, m, net):
         active = net.active
         counting = self._rf["PERF_CTRL"]["en"].q & (active != Mode.ON)
+        cleared = net.flr | (active == Mode.ON)
+        if self._formal_mutant == "perf_in_cc_on":
+            counting, cleared = self._rf["PERF_CTRL"]["en"].q, net.flr
         net.cycles = cycles = Signal(32)
         net.accesses = accesses = Signal(32)
         # log-depth increments: a plain `+ 1` becomes a 32-bit ripple chain in ABC, which
         # measured 31 gate levels once cc_ctrl sat inside gpu_cc
         cycles_inc = increment(m, cycles, "perf_cycles_inc")
         accesses_inc = increment(m, accesses, "perf_accesses_inc")
-        with m.If(net.flr | (active == Mode.ON)):
+        with m.If(cleared):
             m.d.sync += [cycles.eq(0), accesses.eq(0)]
         with m.Elif(counting):
             m.d.sync += [cycles.eq(cycles_inc),
@@ -262,6 +267,7 @@ class CCCtrl(wiring.Component):
     # ---- register values ---------------------------------------------------------------
     def _register_values(self, m, net):
         rf, flr, set_f, fw_log = self._rf, net.flr, net.set_f, net.fw_log
+        order = range(KEY_WORDS)[::-1] if self._formal_mutant == "key_words_reversed" else range(KEY_WORDS)
         m.d.comb += [
             rf["CC_MODE"]["active"].r.eq(net.active),
             rf["CC_MODE"]["pending"].r.eq(net.store),
@@ -278,5 +284,5 @@ class CCCtrl(wiring.Component):
             rf["PERF_CYCLES"]["count"].r.eq(net.cycles),
             rf["PERF_ACCESSES"]["count"].r.eq(net.accesses),
             self.fault.eq(rf["CC_STATUS"]["fault"].q),
-            self.key.eq(Cat(*(rf[f"KEY{k}"]["key"].q for k in range(KEY_WORDS)))),
+            self.key.eq(Cat(*(rf[f"KEY{k}"]["key"].q for k in order))),
         ]

@@ -179,9 +179,13 @@ class PcieReadTable(wiring.Component):
         # "cc_every" sets cc on every completion (the first of a split read too),
         # "free_early" frees the tag on every completion, "left_off_by_one" writes back one
         # granule too few still expected, "uncounted_unknown" drops a completion for an
-        # unknown tag without counting it
+        # unknown tag without counting it; "tile_from_header" routes a completion to the tile its
+        # (untrusted) header names; "stale_data" forwards each later beat with the data of the
+        # beat before; "expire_early" expires an entry after 4 ticks; "ages_kept" does not
+        # clear a tag's age when it is allocated again
         if _formal_mutant not in (None, "counters_wrap", "accept_free", "cc_every", "free_early",
-                                  "left_off_by_one", "uncounted_unknown"):
+                                  "left_off_by_one", "uncounted_unknown", "tile_from_header",
+                                  "stale_data", "expire_early", "ages_kept"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         beat = beat_layout(lanes)
@@ -311,7 +315,8 @@ class PcieReadTable(wiring.Component):
         out = Signal(beat_layout(p.lanes), name="cpl_q")   # cpl_o payload (reset: as held)
         new_hdr = Signal(Header, name="cpl_hdr")
         m.d.comb += [
-            new_hdr.kind.eq(Kind.READ_CPL), new_hdr.tile.eq(t.st_r.data.tile),
+            new_hdr.kind.eq(Kind.READ_CPL),
+            new_hdr.tile.eq(beat.hdr.tile if self._formal_mutant == "tile_from_header" else t.st_r.data.tile),
             new_hdr.addr.eq(beat.hdr.addr), new_hdr.length.eq(beat.hdr.length),
             new_hdr.aes.eq(t.st_r.data.aes), new_hdr.cc.eq(Const(1) if self._formal_mutant == "cc_every" else t.finish),
             new_hdr.key_index.eq(t.st_r.data.key_index), new_hdr.tag.eq(t.tag),
@@ -356,6 +361,8 @@ class PcieReadTable(wiring.Component):
             with m.Case(_State.FWD):
                 with m.If(take):
                     m.d.comb += [emit.eq(1), emit_last.eq(left == 1)]
+                    if self._formal_mutant == "stale_data":
+                        m.d.comb += emit_data.eq(out.data)
                     m.d.sync += left.eq(left - 1)
                     with m.If((left == 1) & beat.last):
                         goto(_State.START)
@@ -425,7 +432,10 @@ class PcieReadTable(wiring.Component):
         # that the per-tick increment is a handful of n-bit vector operations
         age = [Signal(n, name=f"age_bit{k}", reset_less=True) for k in range(3)]
         assert AGE_EXPIRED == 0b101
-        expired = _wire(m, valid & age[2] & ~age[1] & age[0], "expired")
+        if self._formal_mutant == "expire_early":
+            expired = _wire(m, valid & age[2] & ~age[1] & ~age[0], "expired")
+        else:
+            expired = _wire(m, valid & age[2] & ~age[1] & age[0], "expired")
         t.live = _wire(m, valid & ~expired, "live")
         m.submodules.static = static = Memory(shape=static_layout(), depth=n, init=[])
         m.submodules.dynamic = dynamic = Memory(shape=dynamic_layout(p), depth=n, init=[])
@@ -465,8 +475,9 @@ class PcieReadTable(wiring.Component):
         inc = _wire(m, Mux(t.tick, t.live, 0), "age_inc")
         carry1 = inc & age[0]
         carry2 = carry1 & age[1]
-        m.d.sync += [age[0].eq((age[0] ^ inc) & ~t.alloc_oh),
-                     age[1].eq((age[1] ^ carry1) & ~t.alloc_oh),
-                     age[2].eq((age[2] ^ carry2) & ~t.alloc_oh)]
+        clear = Const(0, n) if self._formal_mutant == "ages_kept" else t.alloc_oh
+        m.d.sync += [age[0].eq((age[0] ^ inc) & ~clear),
+                     age[1].eq((age[1] ^ carry1) & ~clear),
+                     age[2].eq((age[2] ^ carry2) & ~clear)]
         m.d.sync += self.outstanding.eq(_step_count(self.outstanding, t.req_take, cpl_free, exp_any))
         return m
