@@ -39,6 +39,7 @@ DESIGNS = {
     "cc_dma": Design("cc", "hw.cc:CCDma"),
     "gpu_cc": Design("cc", "hw.cc:GpuCC"),
     "sha384": Design("sha", "hw.sha:SHA384"),
+    "rts": Design("rts", "hw.rts:MeasurementStore"),
 }
 
 
