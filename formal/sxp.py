@@ -249,9 +249,13 @@ def trusted_entry(mutant=None):
     succeeds: ``trusted`` can only rise three cycles after a request taken while nothing was
     pending), and from there trusted mode rises in step 4; TrustGate's compares sample the
     configuration from the cycle after the request on, in which the SXP refuses every write to
-    it (trusted_lock), so a constant configuration is what it sees in the SXP. A BMC of 6 steps
+    it (trusted_lock), so a constant configuration is what it sees in the SXP. A BMC of 7 steps
     that checks "trusted implies consistent" in each of them therefore covers every entry into
-    trusted mode: a proof by window, as the scrub properties are."""
+    trusted mode: a proof by window, as the scrub properties are. The same window holds the
+    decision itself, checked against the harness's own three-cycle account of the request
+    (docs/sxp.md): trusted rises exactly after a request decided on a consistent
+    configuration, ``refused`` pulses exactly for one decided on an inconsistent one, and
+    ``locked`` is high from the request on."""
     h = Harness(reset=False)
     dut = TrustGate(CONTEXTS, _formal_mutant=mutant)
     frozen, fragment = freeze(dut)
@@ -265,7 +269,22 @@ def trusted_entry(mutant=None):
     h.m.d.comb += dut.request.eq(h.any_seq(1, "request"))
     pending = dict(registers(fragment))["pending"]
     h.assume(~h.first | (~dut.trusted & (pending == 0)))
-    h.check("trusted_config_consistent", spec_consistent(kp, base, limit), guard=dut.trusted)
+    consistent = Signal(name="spec_consistent")
+    h.m.d.comb += consistent.eq(spec_consistent(kp, base, limit))
+    h.check("trusted_config_consistent", consistent, guard=dut.trusted)
+    # the decision as docs/sxp.md gives it: a request while not trusted and none pending is
+    # decided three cycles later: trusted rises (and stays) if the configuration is
+    # consistent, else refused pulses; no other cycle refuses, trusted rises no other way
+    asked = Signal(3, name="spec_pending")
+    h.assume(~h.first | (asked == 0))
+    take = dut.request & ~dut.trusted & (asked == 0)
+    h.m.d.sync += asked.eq(Cat(take, asked[:2]))
+    decide = asked[2]
+    h.check("refused_iff_inconsistent", dut.refused == (decide & ~consistent))
+    trusted_prev = h.past(dut.trusted, "trusted_prev")
+    accepted_prev = h.past(decide & consistent, "accepted_prev")
+    h.check("trusted_as_decided", dut.trusted == (trusted_prev | accepted_prev))
+    h.check("locked_from_request", dut.locked == (dut.trusted | (asked != 0)))
     h.notes.append(f"TrustGate(contexts={CONTEXTS}); configuration AnyConst; no reset, first cycle: "
                    "trusted = 0, pending = 0, everything else arbitrary")
     return h
@@ -458,10 +477,12 @@ PROPERTIES = [
                            doc="KeyStager: staging words, held key, flags are zero in the first cycle "
                                "after reset (ordinary resets: scrub length 0)"),
                   ("keep_held", "the holding register has no reset")),
-    *with_mutants(Property("sxp", "trusted_entry", trusted_entry, depth=6, window=True, fast=False,
+    *with_mutants(Property("sxp", "trusted_entry", trusted_entry, depth=7, window=True, fast=False,
                            params={"component": "TrustGate", "contexts": CONTEXTS},
                            doc="trusted mode rises only with a configuration consistent by the spec "
-                               "(KPHYSMAP 1..16 and distinct, the 17 regions pairwise disjoint)"),
+                               "(KPHYSMAP 1..16 and distinct, the 17 regions pairwise disjoint); a "
+                               "request is decided 3 cycles later: trusted if consistent, else refused; "
+                               "locked from the request on"),
                   ("no_cfg_ok", "TrustGate decides without cfg_ok", "TrustGate._formal_mutant"),
                   ("skip_region16", "TrustGate's disjointness compares stop one region short",
                    "TrustGate._formal_mutant")),
