@@ -308,6 +308,49 @@ def key_output(mutant=None):
     return h
 
 
+MODE_SET = 0x04        # CC_MODE_SET (docs/cc.md): bits 1..0 the new mode, host-writable in every mode
+
+
+def mode_store(mutant=None):
+    """The CC mode as docs/cc.md gives it, in a copy the harness keeps: at power-on (reset)
+    the store and the active mode load ``mode_nv`` (code 3 as ON, fail-secure); a
+    CC_MODE_SET write the spec allows (firmware outside the scrub, it wins over the host in
+    one cycle; the host outside the scrub) puts its mode into the store unless it is 3 (then
+    ``CC_STATUS.bad_mode`` is set instead); an FLR makes the store the active mode; nothing
+    else changes either. ``mode`` shows the active mode, ``mode_store`` the store."""
+    h = Harness()
+    dut = CCCtrl(DEPTH, PROTECTED, _formal_mutant=mutant)
+    frozen, _fragment = freeze(dut)
+    h.m.submodules.dut = frozen
+    free_inputs(h.m, dut)
+    host, fw = dut.host, dut.fw
+    scrub = ~dut.ready | dut.flr | (dut.mode.as_value() == 3)
+    fw_set = fw.w_stb & dut.ready & ~dut.flr & (fw.addr == MODE_SET)
+    host_set = host.w_stb & ~dut.flr & _allowed(dut.mode.as_value(), scrub, host.addr, "w") & (host.addr == MODE_SET)
+    value = Signal(2, name="spec_mode_written")
+    h.m.d.comb += value.eq(Mux(fw_set, fw.w_data[:2], host.w_data[:2]))
+    written = Signal(name="spec_mode_set")
+    h.m.d.comb += written.eq(fw_set | host_set)
+    nv = dut.mode_nv.as_value()
+    # reset_less: they load mode_nv in the reset cycle, as the store does
+    store = Signal(2, name="spec_store", reset_less=True)
+    active = Signal(2, name="spec_active", reset_less=True)
+    with h.m.If(h.rst):
+        h.m.d.sync += [store.eq(Mux(nv == 3, 1, nv)), active.eq(Mux(nv == 3, 1, nv))]
+    with h.m.Else():
+        with h.m.If(written & (value != 3)):
+            h.m.d.sync += store.eq(value)
+        with h.m.If(dut.flr):
+            h.m.d.sync += active.eq(store)
+    h.check("active_mode", dut.mode.as_value() == active)
+    h.check("stored_mode", dut.mode_store.as_value() == store)
+    bad = dut._rf["CC_STATUS"]["bad_mode"].q
+    set3_prev = h.past(written & (value == 3) & ~h.rst, "spec_set3_prev")
+    h.check("bad_mode_set", bad, guard=set3_prev)
+    h.notes.append(f"CCCtrl(depth={DEPTH}, protected={PROTECTED}); CC_MODE_SET at {MODE_SET:#04x}")
+    return h
+
+
 def perf_counters(mutant=None):
     """``PERF_CYCLES`` and ``PERF_ACCESSES`` (as the host reads them) from one cycle to
     the next, from any state: zero after a reset, an FLR or a cycle in CC on; otherwise,
@@ -616,6 +659,12 @@ PROPERTIES = [
                           doc="the key output is KEY0..7 as last written by an allowed firmware or "
                               "host write, word k at bits 32k..; zero after reset/FLR"),
                  "key_words_reversed", "KEY0 drives the top word of the key output"),
+    *with_mutant(Property("cc_ctrl", "mode_store", mode_store, depth=DEPTH + 4, induction=1,
+                          params={"depth": DEPTH, "protected": PROTECTED},
+                          doc="store and active mode: mode_nv at power-on (3 as ON), an allowed "
+                              "CC_MODE_SET other than 3 into the store, the store active at FLR; "
+                              "a 3 sets CC_STATUS.bad_mode"),
+                 "mode_set_3", "a CC_MODE_SET of 3 is stored"),
     *with_mutant(Property("cc_ctrl", "perf_counters", perf_counters, depth=2, induction=1,
                           params={"depth": DEPTH, "protected": PROTECTED},
                           doc="PERF_CYCLES/PERF_ACCESSES count cycles and taken requests while "

@@ -71,10 +71,11 @@ class CCCtrl(wiring.Component):
         # nothing in CC on; "protected_end_short" leaves the last protected word out of the
         # region; "scrub_short" stops the memory scrub one word short; "flr_no_scrub" does
         # not restart the scrub on flr; "key_words_reversed" puts KEY0 at the top of `key`;
-        # "perf_in_cc_on" lets the performance counters run in CC on
+        # "perf_in_cc_on" lets the performance counters run in CC on; "mode_set_3" stores a
+        # CC_MODE_SET of 3 (not fail-secure: it would load as ON only at the next power-on)
         if _formal_mutant not in (None, "open_scratch0", "counters_wrap", "firewall_open_cc_on",
                                   "protected_end_short", "scrub_short", "flr_no_scrub",
-                                  "key_words_reversed", "perf_in_cc_on"):
+                                  "key_words_reversed", "perf_in_cc_on", "mode_set_3"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         # cycles `ready` stays low after the reset or FLR cycle: one memory word per cycle
@@ -125,7 +126,8 @@ class CCCtrl(wiring.Component):
         with m.If(net.rst):
             m.d.sync += [store.eq(nv), active.eq(nv)]
         with m.Else():
-            with m.If(set_f.stb & (set_f.data != 3)):
+            accepted = set_f.stb if self._formal_mutant == "mode_set_3" else set_f.stb & (set_f.data != 3)
+            with m.If(accepted):
                 m.d.sync += store.eq(set_f.data)
             with m.If(net.flr):
                 m.d.sync += active.eq(store)
