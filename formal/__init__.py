@@ -31,7 +31,7 @@ from amaranth.lib import wiring
 __all__ = ["Property", "with_mutant", "with_mutants", "Harness", "Frozen", "registers", "free_inputs", "Stub", "BLOCKS",
            "all_properties"]
 
-BLOCKS = ("aes", "gcm", "sxp", "cc", "gpushield", "pcie")   # formal/<block>.py, in report order
+BLOCKS = ("aes", "gcm", "sxp", "cc", "gpushield", "pcie", "rts")   # formal/<block>.py, in report order
 
 
 @dataclass
