@@ -142,9 +142,12 @@ def verify_chain(chain: bytes, trusted_root: x509.Certificate):
 
 class Requester:
     """The CVM driver. *transport*: ``bytes -> bytes``. *trusted_root*: the device maker's
-    root certificate. *versions*: versions it offers (the highest common one is chosen)."""
+    root certificate. *versions*: versions it offers (the highest common one is chosen).
+    *rng*: ``n -> n random bytes`` (nonces, session id). *dhe_keygen*: makes the ephemeral
+    secp384r1 key of KEY_EXCHANGE (a test passes its own to recompute the secret)."""
 
-    def __init__(self, transport, trusted_root, *, versions=SUPPORTED_VERSIONS, rng=os.urandom):
+    def __init__(self, transport, trusted_root, *, versions=SUPPORTED_VERSIONS, rng=os.urandom,
+                 dhe_keygen=None):
         if not callable(transport):
             raise TypeError("transport must be a callable bytes -> bytes")
         if not isinstance(trusted_root, x509.Certificate):
@@ -156,6 +159,9 @@ class Requester:
         self._root = trusted_root
         self.versions = versions
         self._rng = rng
+        self._dhe_keygen = dhe_keygen or (lambda: ec.generate_private_key(ec.SECP384R1()))
+        if not callable(self._rng) or not callable(self._dhe_keygen):
+            raise TypeError("rng and dhe_keygen must be callables")
         self.messages = 0
         self.bytes_exchanged = 0
 
@@ -254,7 +260,7 @@ class Requester:
             raise MeasurementSummaryError("CHALLENGE_AUTH's summary hash is not that of the reported blocks")
 
     def key_exchange(self):
-        ephemeral = ec.generate_private_key(ec.SECP384R1())
+        ephemeral = self._dhe_keygen()
         point = ephemeral.public_key().public_bytes(serialization.Encoding.X962,
                                                     serialization.PublicFormat.UncompressedPoint)[1:]
         req_session_id = int.from_bytes(self._rng(2), "little")
