@@ -40,6 +40,7 @@ entries), work files in ``sim_build/mutate/<target>/``. Runs are sequential unde
 module's score is below ``--min-score`` (default 0.95).
 """
 import argparse
+import functools
 import importlib
 import inspect
 import json
@@ -401,6 +402,46 @@ def _rel(path):
         return str(path)
 
 
+def instance_ports(text, module):
+    """``{cell name: set of port names}`` of the submodule instances of *module* (cells
+    whose type is a module, as ``cells_of`` names them)."""
+    a, b = split_modules(text)[module]
+    out, cell = {}, None
+    for line in text[a:b].splitlines():
+        s = line.strip()
+        if s.startswith("cell "):
+            _, ctype, name = s.split()
+            cell = (name[1:] if name.startswith("\\") else name) if not ctype.startswith("$") else None
+            if cell is not None:
+                out[cell] = set()
+        elif s == "end":
+            cell = None
+        elif cell is not None and s.startswith("connect "):
+            out[cell].add(s.split()[1].lstrip("\\"))
+    return out
+
+
+def _port_everywhere(line, uses):
+    """Whether the cell port a ``mutate -mode`` *line* names exists on the matching cell of
+    every instance in *uses* (``[(property, processed path, [(module, {ref cell: cell})])]``):
+    ports of primitive cells always do; a submodule port may exist only where a harness
+    probes the signal."""
+    words = line.split()
+    cell, port = words[words.index("-cell") + 1], words[words.index("-port") + 1]
+    if cell.startswith("$"):
+        return True
+    for _prop, pre, maps in uses:
+        for module, cmap in maps:
+            if port not in _instance_ports_of(str(pre), module).get(cmap.get(cell, cell), set()):
+                return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _instance_ports_of(path, module):
+    return instance_ports(Path(path).read_text(), module)
+
+
 def _retarget(line, cell_map):
     """*line* (a ``mutate -mode`` command on the reference) for each instance in *cell_map*
     (``[(module, {reference cell: cell})]``); the ``-wire``/``-src`` notes are dropped."""
@@ -422,10 +463,13 @@ def _retarget(line, cell_map):
 
 
 def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600, mutations=None,
-               work_root=WORK, log=print, cache=None, plan_only=False, budget=None):
+               work_root=WORK, log=print, cache=None, plan_only=False, budget=None, sim=True):
     """Mutate *target* and run its mutants against *props* (non-mutant :class:`formal.Property`
     objects); *mutations*: explicit ``mutate -mode …`` lines on the reference instead of
-    ``mutate -list``. Returns the report entry of the target."""
+    ``mutate -list``. *sim*: replay a recorded passing test on the mutants no property kills
+    (:mod:`scripts.mutate_sim`; a callable ``(target, reference cells, class span, folder,
+    log) -> (bench, info)`` stands in for :func:`scripts.mutate_sim.bench_for`; False: no
+    simulation). Returns the report entry of the target."""
     start = time.time()
     work = work_root / target.name
     if work.exists():
@@ -489,13 +533,19 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
             return entry
         (work / "cells.txt").write_text("".join(f"{module}/{c}\n" for c in cells))
         sel = "select -set tgt " + " ".join(f"{module}/{c}" for c in cells) + "\n"
-        rc, _ = yosys(f"read_rtlil pre.il\n{sel}mutate -list {count or target.count} -seed {seed} "
+        rc, _ = yosys(f"read_rtlil pre.il\n{sel}mutate -list {2 * (count or target.count)} -seed {seed} "
                       "-o mutations.ys @tgt\n", work, "list", timeout)
         if rc != 0:
             entry["errors"].append("mutate -list failed (list.log)")
             return entry
         mutations = [ln.strip() for ln in (work / "mutations.ys").read_text().splitlines()
                      if ln.startswith("mutate ")]
+        # a fault on a submodule port that only a harness's probe created is no fault of the
+        # design: keep the faults whose port every harness has (mutate -list drew spares)
+        probed = [ln for ln in mutations if not _port_everywhere(ln, uses)]
+        if probed:
+            entry["probe_faults_dropped"] = len(probed)
+        mutations = [ln for ln in mutations if ln not in probed][:count or target.count]
     mutations = list(mutations)
 
     # baseline: the processed harness, nothing mutated
@@ -516,6 +566,16 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
         entry["properties"].append(info)
         log(f"  baseline {prop.key}: {res['result']} ({res['how']}, {res['seconds']} s)", flush=True)
     usable.sort(key=lambda u: u[3]["seconds"])
+
+    # simulation: the replay of a passing test, for the mutants no property kills
+    bench = None
+    if sim:
+        from scripts import mutate_sim
+        make_bench = sim if callable(sim) else mutate_sim.bench_for
+        bench, entry["sim"] = make_bench(target, ref_cells, cls_span, work_root / "replay" / target.name, log)
+        log(f"  simulation: {entry['sim']['status']}"
+            + (f" ({entry['sim']['cycles']} cycles, baseline {entry['sim']['baseline_seconds']} s)" if bench else ""),
+            flush=True)
 
     for i, line in enumerate(mutations):
         if budget and i and time.time() - start > budget:     # at least one mutant
@@ -540,6 +600,16 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
                 m["status"] = "error"
                 entry["errors"].append(f"m{i:03d} {prop.key}: tool error")
                 break
+        if m["status"] == "survived" and bench is not None:
+            res = bench.run(line, work / f"m{i:03d}" / "sim")
+            m["sim"] = res
+            if res["result"] == "differs":
+                from scripts.mutate_sim import test_at
+                m.update(status="killed", killed_by=f"sim:{test_at(bench.stim, res['cycle'])}",
+                         how=f"replay: output {res['output']} differs at cycle {res['cycle']}",
+                         checks=res["outputs"])
+            elif res["result"] == "error":
+                entry["errors"].append(f"m{i:03d} simulation: tool error ({res.get('how')})")
         if m["status"] == "survived":
             m["status"], m["how"] = equivalence(ref_pre, module, line, work / f"m{i:03d}" / "equiv", timeout,
                                                  solver_env)
@@ -573,9 +643,10 @@ def score(mutants):
     survived = sum(m["status"] == "survived" for m in mutants)
     equivalent = sum(m["status"] == "equivalent" for m in mutants)
     errors = sum(m["status"] == "error" for m in mutants)
+    by_sim = sum(m["status"] == "killed" and (m["killed_by"] or "").startswith("sim:") for m in mutants)
     scored = killed + survived
-    return {"killed": killed, "survived": survived, "equivalent": equivalent, "error_mutants": errors,
-            "total": len(mutants), "score": round(killed / scored, 3) if scored else None}
+    return {"killed": killed, "killed_by_sim": by_sim, "survived": survived, "equivalent": equivalent,
+            "error_mutants": errors, "total": len(mutants), "score": round(killed / scored, 3) if scored else None}
 
 
 # ---------------------------------------------------------------- reports
@@ -584,11 +655,13 @@ def _pct(s):
 
 
 def table(entries):
-    rows = [("module", "mutants", "killed", "survived", "equivalent", "not run", "score", "s/mutant", "properties")]
+    rows = [("module", "mutants", "killed", "by sim", "survived", "equivalent", "not run", "score", "s/mutant",
+             "properties")]
     for e in entries:
         n = len(e.get("mutants", []))
         per = sum(m["seconds"] for m in e.get("mutants", [])) / n if n else 0
-        rows.append((e["target"], str(n), str(e.get("killed", 0)), str(e.get("survived", 0)),
+        rows.append((e["target"], str(n), str(e.get("killed", 0)), str(e.get("killed_by_sim", 0)),
+                     str(e.get("survived", 0)),
                      str(e.get("equivalent", 0)), str(e.get("unrun", 0)), _pct(e.get("score")), f"{per:.1f}",
                      str(sum(1 for p in e.get("properties", []) if p["baseline"] == "pass"))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -599,15 +672,28 @@ def markdown(entries):
     out = ["# Mutation score (`make mutate`)", "",
            "Score: killed / (killed + survived); equivalent mutants (proved) are left out. How it works and "
            "every survivor: docs/mutate.md.", "",
-           "| module | class | mutants | killed | survived | equivalent | not run | score | s/mutant "
-           "| properties used |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| module | class | mutants | killed | of which by sim | survived | equivalent | not run | score "
+           "| s/mutant | properties used |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in entries:
         n = len(e.get("mutants", []))
         per = sum(m["seconds"] for m in e.get("mutants", [])) / n if n else 0
         used = ", ".join(p["property"] for p in e.get("properties", []) if p["baseline"] == "pass") or "none"
-        out.append(f"| {e['target']} | `{e['cls']}` | {n} | {e.get('killed', 0)} | {e.get('survived', 0)} | "
+        out.append(f"| {e['target']} | `{e['cls']}` | {n} | {e.get('killed', 0)} | {e.get('killed_by_sim', 0)} | "
+                   f"{e.get('survived', 0)} | "
                    f"{e.get('equivalent', 0)} | {e.get('unrun', 0)} | {_pct(e.get('score'))} | {per:.1f} | {used} |")
+    out += ["", "## Simulation", "",
+            "Mutants no property kills replay a recorded passing test (`scripts/mutate_sim.py`); killed "
+            "(`sim:<test>`) when a top-level output differs from the recording.", "",
+            "| module | design | tests | cycles | baseline s | replay |", "|---|---|---|---|---|---|"]
+    for e in entries:
+        replay = e.get("sim")
+        if replay is None:
+            out.append(f"| {e['target']} | | | | | not run (`--no-sim` or an earlier run) |")
+            continue
+        params = ", ".join(f"{k}={v}" for k, v in replay.get("params", {}).items())
+        out.append(f"| {e['target']} | {replay.get('design', '')}({params}) | {', '.join(replay.get('tests', []))} | "
+                   f"{replay.get('cycles', '')} | {replay.get('baseline_seconds', '')} | {replay['status']} |")
     out += ["", "## Survivors", "",
             "| module | mutant | mutation | source | what the miter found |", "|---|---|---|---|---|"]
     for e in entries:
@@ -662,6 +748,10 @@ def main(argv=None):
     ap.add_argument("--budget", type=int, default=None,
                     help="seconds per module: no new mutant after this (the report says how many were not run)")
     ap.add_argument("--solver", choices=("boolector", "z3"), default=None)
+    ap.add_argument("--no-sim", action="store_true",
+                    help="no simulation stage: survivors of the properties go straight to the equivalence check")
+    ap.add_argument("--work", type=Path, default=WORK, help=f"work folder (default {_rel(WORK)})")
+    ap.add_argument("--reports", type=Path, default=REPORTS, help=f"report folder (default {_rel(REPORTS)})")
     ap.add_argument("--list", action="store_true", help="list the targets and exit")
     ap.add_argument("--plan", action="store_true",
                     help="build the harnesses, say which properties each target runs on, and exit")
@@ -677,24 +767,25 @@ def main(argv=None):
     solver, path_dir = runner.find_solver(args.solver)
     env = dict(os.environ, PATH=f"{path_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     registry = [p for p in formal.all_properties() if not p.mutant]
-    cache = {"_dir": WORK / "harness"}
+    cache = {"_dir": args.work / "harness"}
     entries, start = [], time.time()
     for t in targets:
         props = [p for p in registry if p.block in t.blocks]
         print(f"{t.name}: {t.cls}, {len(props)} properties of {', '.join(t.blocks)}", flush=True)
         e = run_target(t, props, (solver, env), count=args.count, seed=args.seed, timeout=args.timeout,
-                       cache=cache, plan_only=args.plan, budget=args.budget)
+                       cache=cache, plan_only=args.plan, budget=args.budget, work_root=args.work,
+                       sim=not args.no_sim)
         if args.plan:
             print(f"  reference {e.get('reference')} ({e.get('module')}); {'; '.join(e['errors'])}")
             continue
         entries.append(e)
-        write_reports(entries)
+        write_reports(entries, args.reports)
     if args.plan:
         return 0
     print()
     print(table(entries))
     print(f"\n{sum(len(e.get('mutants', [])) for e in entries)} mutants in {time.time() - start:.0f} s; "
-          f"reports: {(REPORTS / 'mutate.md').relative_to(ROOT)}, {(REPORTS / 'mutate.json').relative_to(ROOT)}")
+          f"reports: {_rel(args.reports / 'mutate.md')}, {_rel(args.reports / 'mutate.json')}")
     bad = [e["target"] for e in entries if e.get("errors") or (e.get("score") is not None
                                                                 and e["score"] < args.min_score)]
     if bad:

@@ -120,3 +120,99 @@ def test_survivor_that_differs_is_not_called_equivalent(tmp_path):
                                      f"mutate -mode const0 -module top.dut -cell {gate} -port S -portbit 0",
                                      tmp_path / "eq", 120, _solver())
     assert status == "survived" and how.startswith("differs"), how
+
+
+# ---------------------------------------------------------------- simulation stage
+def _tiny_recording(tmp_path):
+    """A recorded run of TinyLock (Amaranth's simulator standing in for the Verilator run
+    of a passing test): 12 cycles of data, the lock set at cycle 6. Sampled as the replay
+    stage samples a test's trace."""
+    from amaranth.sim import Simulator
+
+    from scripts import mutate_sim
+
+    dut = TinyLock()
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def bench(ctx):
+        for k in range(12):
+            ctx.set(dut.i, (37 * k + 5) & 0xFF)
+            ctx.set(dut.lock, k == 6)
+            await ctx.tick()
+
+    sim.add_testbench(bench)
+    vcd = tmp_path / "recorded.vcd"
+    with sim.write_vcd(str(vcd)):
+        sim.run()
+    widths, changes = mutate_sim.parse_vcd(vcd, "bench.top")
+    return {"widths": widths, "cycles": mutate_sim.sample(widths, changes)}
+
+
+@pytest.mark.skipif(not __import__("scripts.mutate_sim").mutate_sim.system_yosys(),
+                    reason="no Yosys with `sim` on PATH")
+def test_replay_kills_output_fault_not_unread_one(tmp_path):
+    """The unmutated design replays with no difference; the stuck output-mux select changes
+    ``o`` once locked (killed by the replay, at the first locked cycle); the unread
+    register's fault reaches no output (not killed)."""
+    from amaranth.back import rtlil
+
+    from scripts import mutate_sim
+
+    stim = _tiny_recording(tmp_path)
+    assert [c["locked"] for c in stim["cycles"]][:9] == [0] * 7 + [1, 1]
+    _text, pre = mutate._harness(PROP, {"_dir": tmp_path / "harness"})
+    pre_text = pre.read_text()
+    bench = mutate_sim.ReplayBench("tiny", rtlil.convert(TinyLock(), name="tiny"), stim, tmp_path / "replay",
+                                   mutate.cells_of(pre_text, "top.dut"), mutate.class_span(TARGET.cls))
+    assert [n for n, _ in bench.maps] == ["tiny"]
+    assert bench.run()["result"] == "same"
+    gate, _ = _cell(pre_text, "top.dut", "gate")
+    shadow, _ = _cell(pre_text, "top.dut", "shadow")
+    killed = bench.run(f"mutate -mode const0 -module top.dut -cell {gate} -port S -portbit 0")
+    assert (killed["result"], killed["output"], killed["cycle"]) == ("differs", "o", 7), killed
+    unread = bench.run(f"mutate -mode inv -module top.dut -cell {shadow} -port D -portbit 3")
+    assert unread["result"] == "same", unread
+
+
+@pytest.mark.skipif(not __import__("scripts.mutate_sim").mutate_sim.system_yosys(),
+                    reason="no Yosys with `sim` on PATH")
+def test_run_target_with_simulation(tmp_path):
+    """In the flow: the property kills the stuck select; a fault on the unlocked data path
+    (``o`` = ``i`` with a bit inverted: no property looks at unlocked data) survives the
+    property and is killed by the replay, named after the recorded test; the unread
+    register's fault is killed by neither and is shown equivalent. ``sim=False`` (the
+    ``--no-sim`` option) leaves the data-path fault a survivor."""
+    from amaranth.back import rtlil
+
+    from scripts import mutate_sim
+
+    stim = {**_tiny_recording(tmp_path), "cases": [("tiny_traffic", 12)]}
+    cache = {"_dir": tmp_path / "harness"}
+    _text, pre = mutate._harness(PROP, cache)
+    pre_text = pre.read_text()
+    gate, _ = _cell(pre_text, "top.dut", "gate")
+    shadow, _ = _cell(pre_text, "top.dut", "shadow")
+    mutations = [f"mutate -mode const0 -module top.dut -cell {gate} -port S -portbit 0",
+                 f"mutate -mode inv -module top.dut -cell {gate} -port A -portbit 0",
+                 f"mutate -mode inv -module top.dut -cell {shadow} -port D -portbit 3"]
+
+    def tiny_bench(target, ref_cells, cls_span, folder, log):
+        return mutate_sim.checked_bench("tiny", rtlil.convert(TinyLock(), name="tiny"), stim, folder, ref_cells,
+                                        cls_span, {"design": "tiny", "tests": ["tiny_traffic"]})
+
+    quiet = {"log": lambda *a, **k: None, "cache": cache, "mutations": mutations}
+    entry = mutate.run_target(TARGET, [PROP], _solver(), work_root=tmp_path / "w1", sim=tiny_bench, **quiet)
+    assert not entry["errors"], entry["errors"]
+    assert (entry["sim"]["status"], entry["sim"]["baseline"], entry["sim"]["cycles"]) == ("ok", "same", 12)
+    by_prop, by_sim, unread = entry["mutants"]
+    assert by_prop["killed_by"] == "tiny/locked_reads_zero" and "sim" not in by_prop
+    assert (by_sim["status"], by_sim["killed_by"], by_sim["checks"]) == ("killed", "sim:tiny_traffic", ["o"])
+    assert by_sim["sim"]["cycle"] == 0 and by_sim["how"].startswith("replay: output o differs")
+    assert unread["sim"]["result"] == "same" and unread["status"] == "equivalent"
+    assert (entry["killed"], entry["killed_by_sim"], entry["survived"], entry["score"]) == (2, 1, 0, 1.0)
+    assert "sim:tiny_traffic" in mutate.markdown([entry])
+
+    entry = mutate.run_target(TARGET, [PROP], _solver(), work_root=tmp_path / "w2", sim=False, **quiet)
+    assert "sim" not in entry and entry["mutants"][1]["status"] == "survived"
+    assert (entry["killed"], entry["killed_by_sim"], entry["survived"]) == (1, 0, 1)
