@@ -330,8 +330,8 @@ class _CapsBase:
     version: int
     ct_exponent: int = 0
     flags: int = 0
-    data_transfer_size: int = 0x1200
-    max_spdm_msg_size: int = 0x1200
+    data_transfer_size: int = 0
+    max_spdm_msg_size: int = 0
 
     def __post_init__(self):
         _check_version(self.version)
