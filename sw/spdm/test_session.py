@@ -236,3 +236,26 @@ def test_no_common_version(device, manufacturer):
     responder = Responder(device, rts_values, versions=(V11,))
     with pytest.raises(errors.NegotiationError):
         Requester(responder.handle, manufacturer.root, versions=(V12,)).run()
+
+
+def test_dma_key_writes(device, manufacturer):
+    """The firmware-port writes that would hand the session to cc_dma: KEY0..7 carry the
+    request-direction key on the IN channel and the response-direction key on the OUT
+    channel (little-endian words, as GpuTB.write_key_regs lays them out), then go, then
+    zeros. Addresses agree with gpu_cc's register map."""
+    from hw.cc import gpu
+    from hw.cc.regs import register_map
+    from sw.spdm import dma
+    regs = {r.name: r.addr for r in register_map()}
+    assert [regs[f"KEY{k}"] for k in range(8)] == [dma.KEY0 + 4 * k for k in range(8)]
+    assert (gpu.DMA_KEY_CTRL, gpu.DMA_KEY_IV) == (dma.DMA_KEY_CTRL, dma.DMA_KEY_IV)
+    keys = Requester(Responder(device, rts_values).handle, manufacturer.root).run().keys
+    writes = dma.session_key_writes(keys, in_channel=2, out_channel=3)
+    assert len(writes) == 2 * 18
+    for (base, key, ch) in ((0, keys.request.key, 2), (18, keys.response.key, 3)):
+        value = sum(v << (32 * k) for k, (_, v) in enumerate(writes[base:base + 8]))
+        assert value.to_bytes(32, "little") == key
+        assert writes[base + 8:base + 10] == [(dma.DMA_KEY_IV, 0), (dma.DMA_KEY_CTRL, dma.KEY_GO | ch)]
+        assert all(v == 0 for _, v in writes[base + 10:base + 18])
+    with pytest.raises(ValueError):
+        dma.session_key_writes(keys, 1, 1)
