@@ -236,3 +236,12 @@ def test_get_version_resets_connection(device, manufacturer):
     assert error_of(s.send(s.request("KEY_EXCHANGE"))).code == ErrorCode.SESSION_LIMIT_EXCEEDED
     s.responder.reset()
     assert Requester(s.responder.handle, manufacturer.root).run().keys == s.responder.session_keys
+
+
+def test_rts_fault_is_unspecified(device, manufacturer):
+    """An RTS read that does not give 64 values of 48 bytes: ERROR Unspecified, no report."""
+    responder = Responder(device, lambda: [bytes(48)] * 63)
+    requester = Requester(responder.handle, manufacturer.root)
+    requester.negotiate()
+    raw = GetMeasurements(requester.version, False, 0xFF).encode()
+    assert error_of(responder.handle(raw)).code == ErrorCode.UNSPECIFIED
