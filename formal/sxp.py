@@ -182,6 +182,47 @@ def key_stage_scrub(mutant=None):
     return h
 
 
+def key_delivery(mutant=None):
+    """The KeyStager delivers exactly the key that was staged, once to each engine: the
+    harness keeps its own copy of the eight staging words (written by ``word_stb``, zeroed
+    by an accepted commit, which wins over a word written in the same cycle), of the key
+    and context a commit takes (a commit while ``busy`` is ignored) and of which engine
+    still has to take it. ``key_w``/``key_r`` offer the committed key and context exactly
+    until their engine takes it; ``busy`` is high exactly while one of them waits; the
+    holding register is zero when nothing waits."""
+    h = Harness()
+    dut = KeyStager(CONTEXTS, _formal_mutant=mutant)
+    frozen, _fragment = freeze(dut)
+    h.m.submodules.dut = frozen
+    free_inputs(h.m, dut)
+    words = [Signal(len(dut.stage[k]), name=f"spec_stage{k}") for k in range(len(dut.stage))]
+    held = Signal(len(dut.held), name="spec_held")
+    ctx = Signal(len(dut.key_w.payload.ctx), name="spec_ctx")
+    wait_w, wait_r = Signal(name="spec_wait_w"), Signal(name="spec_wait_r")
+    busy = wait_w | wait_r
+    commit = dut.commit_stb & ~busy
+    with h.m.If(wait_w & dut.key_w.ready):
+        h.m.d.sync += wait_w.eq(0)
+    with h.m.If(wait_r & dut.key_r.ready):
+        h.m.d.sync += wait_r.eq(0)
+    for k, word in enumerate(words):
+        with h.m.If(commit):
+            h.m.d.sync += word.eq(0)
+        with h.m.Elif(dut.word_stb[k]):
+            h.m.d.sync += word.eq(dut.word_data[k])
+    with h.m.If(commit):
+        h.m.d.sync += [held.eq(Cat(*words)), ctx.eq(dut.commit_ctx), wait_w.eq(1), wait_r.eq(1)]
+    h.check("busy_while_waiting", dut.busy == busy)
+    # (the staging words themselves: an invariant the induction needs)
+    h.check("stage_as_written", Cat(*dut.stage) == Cat(*words))
+    for name, port, wait in (("w", dut.key_w, wait_w), ("r", dut.key_r, wait_r)):
+        h.check(f"offer_{name}", port.valid == wait)
+        h.check(f"key_{name}_as_staged", (port.payload.key == held) & (port.payload.ctx == ctx), guard=wait)
+    h.check("held_zero_when_idle", dut.held == 0, guard=~busy)
+    h.notes.append(f"KeyStager(contexts={CONTEXTS}); every input free")
+    return h
+
+
 # ---------------------------------------------------------------- trusted-mode lock
 TRUST_MUTANTS = {"unlock"}
 
@@ -472,6 +513,12 @@ KEY_MUTANT_LIST = (
 )
 
 PROPERTIES = [
+    *with_mutants(Property("sxp", "key_delivery", key_delivery, depth=6, induction=1,
+                           params={"component": "KeyStager", "contexts": CONTEXTS},
+                           doc="the key offered to each engine is the one staged, with the commit's "
+                               "context, until that engine takes it; busy exactly meanwhile; a commit "
+                               "clears the staging words; the holding register is zero when idle"),
+                  ("stage_kept", "a commit leaves the staged words in place", "KeyStager._formal_mutant")),
     *with_mutants(Property("sxp", "key_stage_scrub", key_stage_scrub, depth=3, window=True,
                            params={"component": "KeyStager", "contexts": CONTEXTS},
                            doc="KeyStager: staging words, held key, flags are zero in the first cycle "

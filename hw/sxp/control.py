@@ -26,8 +26,9 @@ class KeyStager(wiring.Component):
 
     def __init__(self, contexts, *, _formal_mutant=None):
         # test-only seeded bugs for formal/sxp.py (never set in a design): "keep_held" (the
-        # holding register has no reset), "leak" (a staged key bit shows in ``busy``)
-        if _formal_mutant not in (None, "keep_held", "leak"):
+        # holding register has no reset), "leak" (a staged key bit shows in ``busy``),
+        # "stage_kept" (a commit leaves the staged words in place)
+        if _formal_mutant not in (None, "keep_held", "leak", "stage_kept"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         super().__init__({
@@ -65,7 +66,8 @@ class KeyStager(wiring.Component):
         with m.If(self.commit_stb & ~self.busy):
             m.d.sync += [pend_w.eq(1), pend_r.eq(1), self.held.eq(Cat(*self.stage)),
                          ctx.eq(self.commit_ctx)]
-            m.d.sync += [s.eq(0) for s in self.stage]
+            if self._formal_mutant != "stage_kept":
+                m.d.sync += [s.eq(0) for s in self.stage]
         return m
 
 
