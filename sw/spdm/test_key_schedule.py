@@ -99,3 +99,42 @@ def test_bin_concat_layout():
     from sw.spdm.keys import bin_concat
     assert bin_concat(48, V12, b"derived") == b"\x30\x00" + b"spdm1.2 " + b"derived"
     assert bin_concat(12, V11, b"iv", b"\xaa") == b"\x0c\x00spdm1.1 iv\xaa"
+
+
+@pytest.mark.parametrize("version", [V11, V12], ids=["1.1", "1.2"])
+def test_signatures_independent(device, manufacturer, version):
+    """CHALLENGE_AUTH, MEASUREMENTS and KEY_EXCHANGE_RSP signatures verified from the
+    wire bytes with the signed message built here from DSP0274's definition (1.2:
+    "dmtf-spdm-v1.2.*" × 4, zero pad, context, SHA-384 of the transcript; 1.1: the
+    transcript), not with sw.spdm.signing."""
+    from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+    responder = Responder(device, rts_values)
+    wire = []
+
+    def transport(raw):
+        rsp = responder.handle(raw)
+        wire.append((raw, rsp))
+        return rsp
+    Requester(transport, manufacturer.root, versions=(version,)).run()
+    vca = b"".join(req + rsp for req, rsp in wire[:3])
+    by_code = {req[1]: (req, rsp) for req, rsp in wire}
+    message_b = b"".join(req + rsp for req, rsp in wire[3:] if req[1] in (RequestCode.GET_DIGESTS,
+                                                                          RequestCode.GET_CERTIFICATE))
+    chain = b"".join(rsp[8:] for req, rsp in wire if req[1] == RequestCode.GET_CERTIFICATE)
+    ch_req, ch_rsp = by_code[RequestCode.CHALLENGE]
+    m_req, m_rsp = by_code[RequestCode.GET_MEASUREMENTS]
+    k_req, k_rsp = by_code[RequestCode.KEY_EXCHANGE]
+    cases = [
+        (b"responder-challenge_auth signing", vca + message_b + ch_req + ch_rsp[:-96], ch_rsp[-96:]),
+        (b"responder-measurements signing", (vca if version == V12 else b"") + m_req + m_rsp[:-96], m_rsp[-96:]),
+        (b"responder-key_exchange_rsp signing", vca + hashlib.sha384(chain).digest() + k_req + k_rsp[:-144],
+         k_rsp[-144:-48]),
+    ]
+    key = device.leaf.public_key()
+    for context, transcript, sig in cases:
+        if version == V12:
+            signed = b"dmtf-spdm-v1.2.*" * 4 + bytes(36 - len(context)) + context + hashlib.sha384(transcript).digest()
+        else:
+            signed = transcript
+        der = encode_dss_signature(int.from_bytes(sig[:48], "big"), int.from_bytes(sig[48:], "big"))
+        key.verify(der, signed, ec.ECDSA(hashes.SHA384()))  # raises InvalidSignature on a mismatch
