@@ -259,3 +259,64 @@ def test_dma_key_writes(device, manufacturer):
         assert all(v == 0 for _, v in writes[base + 10:base + 18])
     with pytest.raises(ValueError):
         dma.session_key_writes(keys, 1, 1)
+
+
+def _identity_with(manufacturer, *, leaf_ca=False, leaf_curve=None, swap=False):
+    """A device whose chain breaks one rule verify_chain checks."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from sw.spdm.identity import DeviceIdentity, _issue, _name
+    good = manufacturer.issue_device(7)
+    device_cert = good.certificates[3]
+    ak = ec.generate_private_key(leaf_curve) if leaf_curve else good.attestation_key
+    leaf = _issue(_name("bad leaf"), ak, device_cert.subject, good.device_key, leaf_ca, 0 if leaf_ca else None)
+    certs = [*good.certificates[:4], leaf]
+    if swap:
+        certs[1], certs[2] = certs[2], certs[1]
+    return DeviceIdentity(good.device_key, ak, tuple(certs))
+
+
+@pytest.mark.parametrize("flaw, message", [
+    (dict(leaf_ca=True), "CA flag"),
+    (dict(swap=True), "issuer is not"),
+])
+def test_chain_rules(manufacturer, flaw, message):
+    identity = _identity_with(manufacturer, **flaw)
+    with pytest.raises(errors.ChainError, match=message):
+        Requester(Responder(identity, rts_values).handle, manufacturer.root).run()
+
+
+def test_chain_leaf_not_p384(manufacturer):
+    from cryptography.hazmat.primitives.asymmetric import ec
+    identity = _identity_with(manufacturer, leaf_curve=ec.SECP256R1())
+    with pytest.raises(errors.ChainError, match="P-384"):
+        Requester(Responder(identity, rts_values).handle, manufacturer.root).run()
+
+
+def test_echoed_nonce(device, manufacturer):
+    """CHALLENGE_AUTH carrying the requester's own nonce (a reflection): NonceError."""
+    def on_response(req, rsp):
+        if rsp[1] == ResponseCode.CHALLENGE_AUTH:
+            return rsp[:52] + req[4:36] + rsp[84:]
+        return rsp
+    with pytest.raises(errors.NonceError):
+        Requester(Recorder(Responder(device, rts_values), on_response=on_response), manufacturer.root).run()
+
+
+def test_algorithms_outside_h100_set(device, manufacturer):
+    """ALGORITHMS selecting ECDSA P-256 instead of P-384: NegotiationError."""
+    def on_response(req, rsp):
+        if rsp[1] == ResponseCode.ALGORITHMS:
+            return rsp[:12] + (0x10).to_bytes(4, "little") + rsp[16:]   # BaseAsymSel at offset 12
+        return rsp
+    with pytest.raises(errors.NegotiationError):
+        Requester(Recorder(Responder(device, rts_values), on_response=on_response), manufacturer.root).run()
+
+
+def test_response_at_other_version(device, manufacturer):
+    def on_response(req, rsp):
+        if rsp[1] == ResponseCode.DIGESTS:
+            return bytes([0x11 if rsp[0] == 0x12 else 0x12]) + rsp[1:]
+        return rsp
+    with pytest.raises(errors.ProtocolError, match="version"):
+        Requester(Recorder(Responder(device, rts_values), on_response=on_response), manufacturer.root).run()
