@@ -948,7 +948,9 @@ class KeyExchange:
     @classmethod
     def _decode(cls, r, version, p1, p2, **_):
         sid = r.u16()
-        policy = r.u8() if version >= V12 else (r.u8() and 0)
+        policy = r.u8()
+        if version < V12:
+            policy = 0  # reserved in 1.1: ignored
         r.u8()
         random = r.take(RANDOM_SIZE)
         exchange = r.take(DHE_SIZE)
@@ -1121,9 +1123,7 @@ def _decode(data, table, what, **ctx):
         raise InvalidFieldError(f"{cls.__name__}: no layout for SPDMVersion 0x{version:02x}")
     try:
         return cls._decode(r, version, p1, p2, **ctx)
-    except (ValueError, TypeError) as e:
-        if isinstance(e, (InvalidFieldError,)):
-            raise
+    except (ValueError, TypeError) as e:  # a constructor refusing a decoded field
         raise InvalidFieldError(f"{cls.__name__}: {e}") from None
 
 

@@ -149,8 +149,8 @@ class Responder:
     the RTS's 64 slot values (48 bytes each), read afresh for every MEASUREMENTS,
     CHALLENGE_AUTH and KEY_EXCHANGE_RSP. *extend_counts*: optional callable returning the
     64 slots' extend counts (reported in the opaque data). *versions*: the SPDM versions
-    VERSION offers (1.1 and 1.2). *rng*: ``n -> n random bytes`` (nonces, session ids,
-    DHE keys are drawn from the OS's generator regardless).
+    VERSION offers (1.1 and 1.2). *rng*: ``n -> n random bytes`` for nonces, random data
+    and session ids (the ephemeral DHE key always comes from ``cryptography``'s generator).
     """
 
     def __init__(self, identity, measurements, *, extend_counts=None, versions=SUPPORTED_VERSIONS, rng=os.urandom):
@@ -337,6 +337,10 @@ class Responder:
 
     def _opaque(self):
         counts = self._counts() if self._counts is not None else None
+        if counts is not None:
+            counts = list(counts)
+            if len(counts) != SLOTS or any(not isinstance(c, int) or not 0 <= c < 1 << 32 for c in counts):
+                raise SpdmRequestError(ErrorCode.UNSPECIFIED)
         return encode_opaque(default_opaque_fields(counts))
 
     def _on_get_measurements(self, msg, raw):

@@ -238,9 +238,12 @@ def test_get_version_resets_connection(device, manufacturer):
     assert Requester(s.responder.handle, manufacturer.root).run().keys == s.responder.session_keys
 
 
-def test_rts_fault_is_unspecified(device, manufacturer):
-    """An RTS read that does not give 64 values of 48 bytes: ERROR Unspecified, no report."""
-    responder = Responder(device, lambda: [bytes(48)] * 63)
+@pytest.mark.parametrize("values, counts", [
+    ([bytes(48)] * 63, None), ([bytes(47)] * 64, None), ([bytes(48)] * 64, [0] * 63), ([bytes(48)] * 64, [-1] * 64)])
+def test_rts_fault_is_unspecified(device, manufacturer, values, counts):
+    """An RTS read that does not give 64 values of 48 bytes (or 64 extend counts that fit
+    32 bits): ERROR Unspecified, no report."""
+    responder = Responder(device, lambda: values, extend_counts=None if counts is None else lambda: counts)
     requester = Requester(responder.handle, manufacturer.root)
     requester.negotiate()
     raw = GetMeasurements(requester.version, False, 0xFF).encode()
