@@ -164,6 +164,7 @@ class Requester:
             raise TypeError("rng and dhe_keygen must be callables")
         self.messages = 0
         self.bytes_exchanged = 0
+        self.report = self.challenge_summary = self.ke_summary = None
 
     def _exchange(self, request, expected_type):
         raw_req = request.encode()
@@ -256,8 +257,17 @@ class Requester:
         if [b.index for b in meas.blocks] != list(range(1, len(meas.blocks) + 1)):
             raise MeasurementSummaryError("measurement blocks are not indices 1..n in order")
         self.report = (req, rsp, meas)
-        if summary_hash(meas.blocks) != self.challenge_summary:
-            raise MeasurementSummaryError("CHALLENGE_AUTH's summary hash is not that of the reported blocks")
+        self._check_summaries()
+
+    def _check_summaries(self):
+        """Every summary hash signed so far (CHALLENGE_AUTH, KEY_EXCHANGE_RSP) against the
+        blocks MEASUREMENTS reported; called when either side of the comparison arrives."""
+        if self.report is None:
+            return
+        actual = summary_hash(self.report[2].blocks)
+        for name, signed in (("CHALLENGE_AUTH", self.challenge_summary), ("KEY_EXCHANGE_RSP", self.ke_summary)):
+            if signed is not None and signed != actual:
+                raise MeasurementSummaryError(f"{name}'s summary hash is not that of the reported blocks")
 
     def key_exchange(self):
         ephemeral = self._dhe_keygen()
@@ -268,8 +278,6 @@ class Requester:
         req, rsp, ke = self._exchange(request, KeyExchangeRsp)
         if ke.mut_auth_requested:
             raise NegotiationError("the responder asks for mutual authentication, which is not modelled")
-        if ke.summary_hash != summary_hash(self.report[2].blocks):
-            raise MeasurementSummaryError("KEY_EXCHANGE_RSP's summary hash is not that of the reported blocks")
         unsigned = rsp[:-(len(ke.signature) + HASH_SIZE)]
         prefix = self.vca + self.chain_hash + req + unsigned
         verify(self.leaf_key, self.version, KEY_EXCHANGE_RSP_CONTEXT, prefix, ke.signature)
@@ -283,6 +291,8 @@ class Requester:
         if ks.hmac384(self.handshake.response_finished_key, th1) != ke.verify_data:
             raise VerifyDataError("ResponderVerifyData does not match the key schedule")
         self.transcript_k = prefix + ke.signature + ke.verify_data
+        self.ke_summary = ke.summary_hash
+        self._check_summaries()
         self.session_id = (req_session_id << 16) | ke.rsp_session_id
 
     def finish(self):
@@ -293,13 +303,23 @@ class Requester:
         th2 = hashlib.sha384(self.transcript_k + req + rsp).digest()
         self.keys = ks.data_keys(self.version, self.handshake, th2)
 
-    def run(self) -> SessionResult:
+    def run(self, *, h100_order=False) -> SessionResult:
+        """The whole sequence. Default: CHALLENGE and GET_MEASUREMENTS before the session.
+        *h100_order*: the order NVIDIA's driver uses (its GH100 responder has no CHAL_CAP;
+        the report is fetched after the session is set up): negotiation, certificates,
+        KEY_EXCHANGE, FINISH, GET_MEASUREMENTS."""
+        self.report = self.challenge_summary = self.ke_summary = None
         self.negotiate()
         self.fetch_certificates()
-        self.challenge()
-        self.get_measurements()
-        self.key_exchange()
-        self.finish()
+        if h100_order:
+            self.key_exchange()
+            self.finish()
+            self.get_measurements()
+        else:
+            self.challenge()
+            self.get_measurements()
+            self.key_exchange()
+            self.finish()
         req, rsp, meas = self.report
         return SessionResult(self.version, tuple(self.certificates), meas.blocks, meas.opaque, req, rsp,
                              self.session_id, self.keys, self.messages, self.bytes_exchanged)

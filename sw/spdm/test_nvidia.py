@@ -69,12 +69,13 @@ def nvidia_parse(tmp_path, report, leaf):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.parametrize("h100_order", [False, True], ids=["challenge-first", "h100-order"])
 @pytest.mark.parametrize("version", [V11, V12], ids=["1.1", "1.2"])
-def test_nvidia_parser_reads_our_report(device, manufacturer, tmp_path, version):
+def test_nvidia_parser_reads_our_report(device, manufacturer, tmp_path, version, h100_order):
     values = rts_values(b"nvidia")
     counts = [i % 5 for i in range(64)]
     result = Requester(Responder(device, lambda: values, extend_counts=lambda: counts).handle, manufacturer.root,
-                       versions=(version,)).run()
+                       versions=(version,)).run(h100_order=h100_order)
     report = result.report_request + result.report_response
     parsed = nvidia_parse(tmp_path, report, device.leaf)
     ours = dict(decode_opaque(result.opaque))

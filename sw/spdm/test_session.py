@@ -320,3 +320,27 @@ def test_response_at_other_version(device, manufacturer):
         return rsp
     with pytest.raises(errors.ProtocolError, match="version"):
         Requester(Recorder(Responder(device, rts_values), on_response=on_response), manufacturer.root).run()
+
+
+@pytest.mark.parametrize("version", [V11, V12], ids=["1.1", "1.2"])
+def test_h100_order(device, manufacturer, version):
+    """NVIDIA's driver order (no CHALLENGE; the report after FINISH): same keys on both
+    ends, the report verifies, and a slot extended between KEY_EXCHANGE and
+    GET_MEASUREMENTS is caught by KEY_EXCHANGE_RSP's summary hash."""
+    values = rts_values()
+    responder = Responder(device, lambda: values)
+    rec = Recorder(responder)
+    result = Requester(rec, manufacturer.root, versions=(version,)).run(h100_order=True)
+    assert result.keys == responder.session_keys
+    assert [r[1] for r, _ in rec.log][-3:] == [RequestCode.KEY_EXCHANGE, RequestCode.FINISH,
+                                              RequestCode.GET_MEASUREMENTS]
+    assert RequestCode.CHALLENGE not in [r[1] for r, _ in rec.log]
+    assert [b.dmtf_value().value for b in result.measurements] == values
+    responder.reset()
+    calls = [0]
+
+    def rts():
+        calls[0] += 1
+        return values if calls[0] == 1 else values[:9] + [bytes(48)] + values[10:]
+    with pytest.raises(errors.MeasurementSummaryError, match="KEY_EXCHANGE_RSP"):
+        Requester(Responder(device, rts).handle, manufacturer.root, versions=(version,)).run(h100_order=True)
