@@ -6,7 +6,10 @@ formal properties of :mod:`formal` whose harness contains that module. A mutant 
 
 - ``killed`` when a property fails on it: a BMC counterexample, or, for a property that
   is proved by k-induction on the original, an induction that no longer closes (the
-  formal runner fails such a property too);
+  formal runner fails such a property too); or, when no property fails, when the replay of
+  a recorded passing test of a design that holds the module (:mod:`scripts.mutate_sim`)
+  shows a top-level output that differs from the recording (``killed_by`` =
+  ``sim:<test>``; ``--no-sim`` leaves this stage out);
 - ``equivalent`` when it survives and an equivalence proof shows it cannot be told
   apart from the original module at all (``equiv_make``/``equiv_simple``/``equiv_induct``
   on the two netlists, or a ``miter -equiv`` proved by ``sat -tempinduct``);
@@ -32,10 +35,14 @@ How (per target, i.e. one Amaranth class of :data:`TARGETS`):
    mutated module, then runs the formal runner's lowering (``scripts/formal.py``'s
    ``YOSYS_SCRIPT``: ``prep -flatten`` …) and ``yosys-smtbmc``, fastest property first,
    until one kills the mutant. The unmutated processed module goes through the same
-   substitution first (the ``baseline``): a property that fails on it is not used.
+   substitution first (the ``baseline``): a property that fails on it is not used;
+4. a mutant no property kills is replayed (:mod:`scripts.mutate_sim`, after its own
+   baseline: the unmutated design must replay with no difference), then, if the replay
+   does not kill it either, checked for equivalence.
 
 Reports: ``sim_build/reports/mutate.{json,md}`` (targets not run keep their previous
-entries), work files in ``sim_build/mutate/<target>/``. Runs are sequential under
+entries), work files in ``sim_build/mutate/<target>/``, recorded stimuli in
+``sim_build/mutate/replay/<target>/``. Runs are sequential under
 ``nice -n 15``. Exit status: non-zero on a tool error or a baseline failure, or when a
 module's score is below ``--min-score`` (default 0.95).
 """
