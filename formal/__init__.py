@@ -1,7 +1,7 @@
 """Formal properties of the RTL (``make formal``; what is proved and how: docs/formal.md).
 
 Each block module (:mod:`formal.aes`, :mod:`formal.gcm`, :mod:`formal.sxp`, :mod:`formal.cc`,
-:mod:`formal.gpushield`, :mod:`formal.pcie`) lists :class:`Property` objects. A property builds a
+:mod:`formal.gpushield`, :mod:`formal.pcie`, :mod:`formal.rts`) lists :class:`Property` objects. A property builds a
 :class:`Harness`: an Amaranth module with the design under test as a submodule, its inputs
 driven by free values (``AnySeq``), assumptions on the environment and named checks
 (``Assert``). ``scripts/formal.py`` lowers the harness through ``amaranth.back.rtlil`` and
