@@ -15,17 +15,29 @@
   model, with idle cycles and back-pressure on the host-memory streams.
 - ``plain_copy_regression``: CC off's plain copies against :func:`tb.cc.env.plain_copy`
   under idle cycles and back-pressure.
+- ``spdm_session_keys``: the CVM driver (``sw.spdm`` requester) and the GPU firmware
+  (``sw.spdm`` responder) run an SPDM session; the firmware installs *its* derived keys
+  with the exact firmware-port writes of ``sw.spdm.dma.session_key_writes`` (request
+  direction on channel 0, response direction on channel 1); the host seals data with the
+  requester's request-direction key, the DMA brings it into protected memory, sends it back
+  out on channel 1, and the host opens it with the requester's response-direction key.
 """
 import random
 
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
+from cryptography.exceptions import InvalidTag
 
 from hw.cc import GpuCC
 from hw.cc.gpu import DMA_KEY_CTRL, DMA_KEY_IV
 from hw.cc.layout import Dir, Mode, Src, Status
 from sw.cc.host import FrameError, HostChannel, blocks
 from sw.cc.model import Desc
+from sw.spdm.dma import DMA_KEY_CTRL as SPDM_KEY_CTRL
+from sw.spdm.dma import session_key_writes
+from sw.spdm.identity import Manufacturer
+from sw.spdm.requester import Requester
+from sw.spdm.responder import Responder
 from tb.common.scrub import Refusals, Scanner
 
 from .env import (
@@ -378,6 +390,57 @@ async def plain_copy_regression(dut, idle, stall):
         await tb.drain()
     codes = [s["code"] for _, s in tb.statuses]
     assert codes.count(Status.OK) >= 3, f"only {codes.count(Status.OK)} copies succeeded"
+
+
+@cocotb.test()
+async def spdm_session_keys(dut):
+    """DMA traffic under the keys of a real SPDM session (see the module docstring)."""
+    tb = GpuTB(dut)
+    await tb.power_on(Mode.ON)
+    manufacturer = Manufacturer()
+    device = manufacturer.issue_device(0x4100_0001)
+    slots = [bytes([i]) * 48 for i in range(64)]
+    responder = Responder(device, lambda: slots)
+    session = Requester(responder.handle, manufacturer.root).run(h100_order=True)
+    fw_keys, cvm_keys = responder.session_keys, session.keys
+    # the firmware's writes, as sw.spdm.dma lists them: after each go, wait for the engine
+    # to take the key before the eight zero writes that follow it
+    for addr, value in session_key_writes(fw_keys, in_channel=0, out_channel=1):
+        await tb.fw.write(addr, value)
+        if addr == SPDM_KEY_CTRL:
+            for _ in range(10_000):
+                if not (await tb.key_status())["busy"]:
+                    break
+            else:
+                raise AssertionError("the session key install never completed")
+            ch = value & 0xFF
+            tb.model.install_key(ch, (fw_keys.request if ch == 0 else fw_keys.response).key, 0)
+    assert (await tb.key_status())["installs"] == 2, "not two installs"
+    to_gpu = HostChannel(cvm_keys.request.key, 0)
+    from_gpu = HostChannel(cvm_keys.response.key, 1)
+    wrong = HostChannel(cvm_keys.request.key, 1)      # the other direction's key
+    bounce, prot = Alloc(tb.BOUNCE), Alloc(tb.PROT)
+    for k in range(3):
+        n = random.randint(1, FRAME_BLOCKS)
+        data = random.randbytes(16 * n)
+        src, dst = bounce.take(n + 2), prot.take(n)
+        for j, b in enumerate(blocks(to_gpu.seal(data))):
+            tb.poke(src + j, b)
+        assert tb.submit(Desc(Dir.IN, 0, n, src, dst, 2 * k)) is Status.OK
+        await tb.drain()
+        assert tb.statuses[-1][1]["code"] is Status.OK, f"frame {k}: the session's request key did not open"
+        out = bounce.take(n + 2)
+        assert tb.submit(Desc(Dir.OUT, 1, n, dst, out, 2 * k + 1)) is Status.OK
+        await tb.drain()
+        frame = read_frame(tb.mem, out, n + 2)
+        try:
+            wrong.open(frame)
+        except (FrameError, InvalidTag):
+            pass
+        else:
+            raise AssertionError("an OUT frame opened under the request-direction key")
+        assert from_gpu.open(frame) == data, f"frame {k}: the host reads other bytes"
+    tb.check()
 
 
 def test_gpu_cc():
