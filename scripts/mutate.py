@@ -612,8 +612,9 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
             m["sim"] = res
             if res["result"] == "differs":
                 from scripts.mutate_sim import test_at
-                m.update(status="killed", killed_by=f"sim:{test_at(bench.stim, res['cycle'])}",
-                         how=f"replay: output {res['output']} differs at cycle {res['cycle']}",
+                test, at = test_at(bench.stim, res["cycle"])
+                m.update(status="killed", killed_by=f"sim:{test}",
+                         how=f"replay: output {res['output']} differs at cycle {res['cycle']} ({at} of {test})",
                          checks=res["outputs"])
             elif res["result"] == "error":
                 entry["errors"].append(f"m{i:03d} simulation: tool error ({res.get('how')})")

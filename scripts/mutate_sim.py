@@ -70,16 +70,19 @@ class Replay:
         return ",".join(self.tests)
 
 
-# The formal reference harnesses build CCCtrl(4, 3) and PcieReadTable(entries=4, rcb=64,
-# max_payload=128, max_read=128): the replays build the designs with the same parameters, and
-# use the tests that pass with them (cc_ctrl's perf_counters_and_scrub and pcie's
-# bad_completions assume the default sizes). Tests in the order cocotb runs them.
+# The formal reference harnesses build CCCtrl(4, 3), PcieReadTable(entries=4, rcb=64,
+# max_payload=128, max_read=128) and Checker(lanes=2): the replays build the designs with the
+# same parameters (BCU(lanes=2) holds a Checker(2)), and use the tests that pass with them
+# (cc_ctrl's perf_counters_and_scrub, pcie's bad_completions and most BCU tests assume the
+# default sizes). Tests in the order cocotb runs them.
 REPLAYS = {
     "cc_ctrl": Replay("cc_ctrl", (("depth", 4), ("protected", 3)), "tb.cc.test_cc_ctrl",
                       ("random_regression/idle=0.0/stall=0.0", "mode_pairs_scrub", "decoupler", "firewall")),
     "pcie_rdtable": Replay("pcie_rdtable", (("entries", 4), ("max_payload", 128), ("max_read", 128), ("rcb", 64)),
                            "tb.pcie.test_pcie", ("random_traffic_with_faults", "reset_outstanding",
                                                  "completion_timeout")),
+    "bcu_checker": Replay("bcu", (("lanes", 2),), "tb.gpushield.test_gpushield",
+                          ("exc_pulse_is_one_cycle", "mixed_id_warps")),
 }
 
 
@@ -356,13 +359,13 @@ class ReplayBench:
 
 
 def test_at(stim, cycle):
-    """The name of the recorded test that ran at *cycle* of the recording."""
-    end = 0
+    """``(test, cycle within it)``: the recorded test that ran at *cycle* of the recording."""
+    start = 0
     for name, cycles in stim.get("cases", []):
-        end += cycles
-        if cycle < end:
-            return name
-    return stim["cases"][-1][0] if stim.get("cases") else "replay"
+        if cycle < start + cycles:
+            return name, cycle - start
+        start += cycles
+    return (stim["cases"][-1][0], cycle - start + stim["cases"][-1][1]) if stim.get("cases") else ("replay", cycle)
 
 
 def bench_for(target, ref_cells, cls_span, folder, log=print):

@@ -216,3 +216,21 @@ def test_run_target_with_simulation(tmp_path):
     entry = mutate.run_target(TARGET, [PROP], _solver(), work_root=tmp_path / "w2", sim=False, **quiet)
     assert "sim" not in entry and entry["mutants"][1]["status"] == "survived"
     assert (entry["killed"], entry["killed_by_sim"], entry["survived"]) == (1, 0, 1)
+
+
+def test_sample_before_edges_and_test_spans(tmp_path):
+    """Values are taken just before each rising edge (a change at the edge's own instant is
+    the next cycle's); a clock that starts high makes an edge at time 0 whose values before
+    it are unknown (None); a cycle of the recording maps to its test."""
+    from scripts import mutate_sim
+
+    vcd = tmp_path / "t.vcd"
+    vcd.write_text("$scope module TOP $end\n $scope module d $end\n  $var wire 1 ! clk $end\n"
+                   "  $var wire 4 \" x $end\n $upscope $end\n$upscope $end\n$enddefinitions $end\n"
+                   "#0\n$dumpvars\n1!\nb11 \"\n$end\n#5\n0!\n#10\n1!\nb101 \"\n#15\n0!\n#20\n1!\n")
+    widths, changes = mutate_sim.parse_vcd(vcd, "TOP.d")
+    assert widths == {"clk": 1, "x": 4}
+    assert mutate_sim.sample(widths, changes) == [{"clk": None, "x": None}, {"clk": 0, "x": 3},
+                                                  {"clk": 0, "x": 5}]
+    stim = {"cases": [("a", 3), ("b", 4)]}
+    assert [mutate_sim.test_at(stim, c) for c in (0, 2, 3, 6)] == [("a", 0), ("a", 2), ("b", 0), ("b", 3)]
