@@ -431,16 +431,15 @@ def _named(fragment, name):
     return found[0]
 
 
-def region_check(mutant=None):
-    h = Harness()
-    m = h.m
-    n = CONTEXTS
+def _request_ingress(h, mutant):
+    """``(dut, fragment, (kx, kp, base, limit))``: the request Ingress in *h* with every
+    input free but a constant configuration (any one: consistent or not)."""
+    m, n = h.m, CONTEXTS
     dut = Ingress(requests=True, contexts=n, lanes=LANES, _formal_mutant=mutant)
     frozen, fragment = freeze(dut)
     m.submodules.dut = frozen
     cfg = {"kxbctxmap": dut.kxbctxmap, "kphysmap": dut.kphysmap, "base": dut.base, "limit": dut.limit}
     free_inputs(m, dut, skip={(k,) for k in cfg})
-    # a constant configuration (any one: consistent or not), every address and length
     kx = [h.any_const(4, f"kxbctxmap{i}") for i in range(XBCTX_ENTRIES)]
     kp = [h.any_const(5, f"kphysmap{p}") for p in range(n)]
     base = [h.any_const(32, f"base{r}") for r in range(REGIONS)]
@@ -451,6 +450,53 @@ def region_check(mutant=None):
         m.d.comb += dut.kphysmap[p].eq(kp[p])
     for r in range(REGIONS):
         m.d.comb += [dut.base[r].eq(base[r]), dut.limit[r].eq(limit[r])]
+    return dut, fragment, (kx, kp, base, limit)
+
+
+def ingress_payload(mutant=None):
+    """Every beat the request Ingress hands on carries the data of the input beat at the
+    same place of the same packet (or zero: a pad beat, a beat of a mis-framed packet, a
+    read request). The tiles label their beats: each carries its byte address (the packet's
+    ``addr`` plus 16 · lanes per beat before it) in every 32-bit word, XORed with a
+    constant the solver chooses; packets are delimited by ``last`` as the Ingress does.
+    Everything else is free: headers, lengths, framing, back-pressure, the reset, the
+    configuration (constant)."""
+    h = Harness()
+    m = h.m
+    dut, _fragment, _cfg = _request_ingress(h, mutant)
+    width = len(dut.i.payload.data)
+    mask = h.any_const(width, "data_mask")
+    beat_bytes = 16 * LANES
+
+    def label(addr):
+        return Cat(*([addr[:32]] * (width // 32))) ^ mask
+
+    ip = dut.i.payload
+    in_mid = Signal(name="in_packet")
+    in_base = Signal(32, name="in_base")
+    in_idx = Signal(8, name="in_beat")
+    base_now = Mux(in_mid, in_base, ip.hdr.addr)
+    idx_now = Mux(in_mid, in_idx, 0)
+    h.assume(~dut.i.valid | (ip.data == label(base_now + idx_now * beat_bytes)))
+    with m.If(dut.i.valid & dut.i.ready):
+        m.d.sync += [in_mid.eq(~ip.last), in_base.eq(base_now), in_idx.eq(idx_now + 1)]
+    o = dut.o.payload
+    out_base = Signal(32, name="out_base")
+    out_idx = Signal(8, name="out_beat")
+    o_base = Mux(o.meta.first, o.meta.hdr.addr, out_base)
+    o_idx = Mux(o.meta.first, 0, out_idx)
+    with m.If(dut.o.valid & dut.o.ready):
+        m.d.sync += [out_base.eq(o_base), out_idx.eq(o_idx + 1)]
+    expect = Mux(o.meta.zero | o.meta.read, 0, label(o_base + o_idx * beat_bytes))
+    h.check("beat_data_intact", o.data == expect, guard=dut.o.valid & ~h.rst)
+    h.notes.append(f"Ingress(requests=True, contexts={CONTEXTS}, lanes={LANES}); beats labelled by address")
+    return h
+
+
+def region_check(mutant=None):
+    h = Harness()
+    n = CONTEXTS
+    dut, fragment, (kx, kp, base, limit) = _request_ingress(h, mutant)
 
     def route(hdr):
         return spec_route(hdr, kx, kp, base, limit, n)
@@ -556,4 +602,12 @@ PROPERTIES = [
                                "maps it to (33-bit end); its beats carry that context"),
                   ("drop_carry", "end = addr + length kept mod 2**32", "Ingress._formal_mutant"),
                   ("limit_lt", "end < limit instead of end <= limit", "Ingress._formal_mutant")),
+    *with_mutants(Property("sxp", "ingress_payload", ingress_payload, depth=10, fast=False,
+                           params={"component": "Ingress(requests)", "contexts": CONTEXTS, "lanes": LANES},
+                           depth_reason="10 steps: a beat taken in step 1 leaves the framer in step 5 at "
+                                        "the earliest (skid buffer, check stages C1-C3); two 2-beat "
+                                        "packets back to back leave by step 8, with back-pressure before",
+                           doc="every beat handed on carries the data of the input beat at its place in "
+                               "its packet, or zero (pad, mis-framed, read); beats labelled by address"),
+                  ("data_early", "a beat leaves with the data of the beat behind it", "Ingress._formal_mutant")),
 ]

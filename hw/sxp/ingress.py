@@ -88,8 +88,9 @@ class Ingress(wiring.Component):
     def __init__(self, *, requests, contexts, lanes, _formal_mutant=None):
         # test-only seeded bugs for formal/sxp.py (never set in a design): "drop_carry" (the
         # request's end = addr + length kept mod 2**32: a request wrapping past 2**32 passes),
-        # "limit_lt" (end < limit instead of end <= limit: the region's last bytes refused)
-        if _formal_mutant not in (None, "drop_carry", "limit_lt"):
+        # "limit_lt" (end < limit instead of end <= limit: the region's last bytes refused),
+        # "data_early" (a beat leaves with the data of the beat behind it in the skid buffer)
+        if _formal_mutant not in (None, "drop_carry", "limit_lt", "data_early"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         self.requests, self.contexts, self.lanes = bool(requests), contexts, lanes
@@ -253,7 +254,8 @@ class Ingress(wiring.Component):
         meta = self.o.payload.meta
         m.d.comb += [
             self.o.valid.eq(beat_v & emits & ~disc),
-            self.o.payload.data.eq(Mux(zero | (mode == _Mode.READ), 0, beat.data)),
+            self.o.payload.data.eq(Mux(zero | (mode == _Mode.READ), 0,
+                                       skid.o.payload.data if self._formal_mutant == "data_early" else beat.data)),
             self.o.payload.ctx.eq(Mux(mode == _Mode.GCM, phys, 0)),
             meta.hdr.eq(hdr), meta.first.eq(first), meta.last.eq(~live | end),
             meta.zero.eq(zero), meta.read.eq(mode == _Mode.READ),
