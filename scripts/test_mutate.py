@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 
 import formal
 from scripts import formal as runner
-from scripts import mutate
+from scripts import mutate, mutate_sim
 
 
 class TinyLock(wiring.Component):
@@ -129,8 +129,6 @@ def _tiny_recording(tmp_path):
     stage samples a test's trace."""
     from amaranth.sim import Simulator
 
-    from scripts import mutate_sim
-
     dut = TinyLock()
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -149,15 +147,12 @@ def _tiny_recording(tmp_path):
     return {"widths": widths, "cycles": mutate_sim.sample(widths, changes)}
 
 
-@pytest.mark.skipif(not __import__("scripts.mutate_sim").mutate_sim.system_yosys(),
-                    reason="no Yosys with `sim` on PATH")
+@pytest.mark.skipif(not mutate_sim.can_replay(), reason="no Yosys with `sim` or no vcd2fst on PATH")
 def test_replay_kills_output_fault_not_unread_one(tmp_path):
     """The unmutated design replays with no difference; the stuck output-mux select changes
     ``o`` once locked (killed by the replay, at the first locked cycle); the unread
     register's fault reaches no output (not killed)."""
     from amaranth.back import rtlil
-
-    from scripts import mutate_sim
 
     stim = _tiny_recording(tmp_path)
     assert [c["locked"] for c in stim["cycles"]][:9] == [0] * 7 + [1, 1]
@@ -175,8 +170,7 @@ def test_replay_kills_output_fault_not_unread_one(tmp_path):
     assert unread["result"] == "same", unread
 
 
-@pytest.mark.skipif(not __import__("scripts.mutate_sim").mutate_sim.system_yosys(),
-                    reason="no Yosys with `sim` on PATH")
+@pytest.mark.skipif(not mutate_sim.can_replay(), reason="no Yosys with `sim` or no vcd2fst on PATH")
 def test_run_target_with_simulation(tmp_path):
     """In the flow: the property kills the stuck select; a fault on the unlocked data path
     (``o`` = ``i`` with a bit inverted: no property looks at unlocked data) survives the
@@ -184,8 +178,6 @@ def test_run_target_with_simulation(tmp_path):
     register's fault is killed by neither and is shown equivalent. ``sim=False`` (the
     ``--no-sim`` option) leaves the data-path fault a survivor."""
     from amaranth.back import rtlil
-
-    from scripts import mutate_sim
 
     stim = {**_tiny_recording(tmp_path), "cases": [("tiny_traffic", 12)]}
     cache = {"_dir": tmp_path / "harness"}
@@ -222,8 +214,6 @@ def test_sample_before_edges_and_test_spans(tmp_path):
     """Values are taken just before each rising edge (a change at the edge's own instant is
     the next cycle's); a clock that starts high makes an edge at time 0 whose values before
     it are unknown (None); a cycle of the recording maps to its test."""
-    from scripts import mutate_sim
-
     vcd = tmp_path / "t.vcd"
     vcd.write_text("$scope module TOP $end\n $scope module d $end\n  $var wire 1 ! clk $end\n"
                    "  $var wire 4 \" x $end\n $upscope $end\n$upscope $end\n$enddefinitions $end\n"
