@@ -224,3 +224,21 @@ def test_sample_before_edges_and_test_spans(tmp_path):
                                                   {"clk": 0, "x": 5}]
     stim = {"cases": [("a", 3), ("b", 4)]}
     assert [mutate_sim.test_at(stim, c) for c in (0, 2, 3, 6)] == [("a", 0), ("a", 2), ("b", 0), ("b", 3)]
+
+
+@pytest.mark.skipif(not mutate_sim.can_replay(), reason="no Yosys with `sim` or no vcd2fst on PATH")
+def test_replay_baseline_can_fail(tmp_path):
+    """A recording the unmutated design does not reproduce (one output value altered) makes
+    the target's replay unusable, with the reason; a target with no replay says so."""
+    from amaranth.back import rtlil
+
+    stim = _tiny_recording(tmp_path)
+    stim["cycles"][9]["o"] ^= 0x10
+    _text, pre = mutate._harness(PROP, {"_dir": tmp_path / "harness"})
+    bench, info = mutate_sim.checked_bench("tiny", rtlil.convert(TinyLock(), name="tiny"), stim, tmp_path / "r",
+                                           mutate.cells_of(pre.read_text(), "top.dut"),
+                                           mutate.class_span(TARGET.cls), {})
+    assert bench is None and info["baseline"] == "differs", info
+    assert info["status"].startswith("no working replay") and "'cycle': 9" in info["status"]
+    bench, info = mutate_sim.bench_for(TARGET, [], None, tmp_path / "none")
+    assert bench is None and info["status"].startswith("no replay registered")
