@@ -95,6 +95,18 @@ def spec_route(hdr, kxbctxmap, kphysmap, base, limit, contexts):
     return Mux(hdr.aes, map_ok & inside, inside), phys
 
 
+def spec_malformed(hdr, last, lanes=LANES):
+    """docs/sxp.md, "Checks" 1: a request's header is MALFORMED when its kind is not
+    WRITE_REQ/READ_REQ, its address is not on a beat, a write's length is not 1..256 bytes
+    in whole beats, a read's not 1..1024 bytes in whole beats, or a read is not one beat
+    (*last* on its first beat)."""
+    beat = 16 * lanes
+    whole = (hdr.length % beat == 0) & (hdr.length != 0) & (hdr.addr % beat == 0)
+    write_ok = (hdr.kind == Kind.WRITE_REQ) & whole & (hdr.length <= 256)
+    read_ok = (hdr.kind == Kind.READ_REQ) & whole & (hdr.length <= 1024) & last
+    return ~(write_ok | read_ok)
+
+
 def _bounds(hdr, kxbctxmap, kphysmap, base, limit, contexts):
     """(base, limit, map ok, phys) of the region a request header selects: region 0 for a
     clear request, KPHYSMAP[KXBCTXMAP[xbctx]] for an aes one (map ok: phys < contexts and the
@@ -521,8 +533,23 @@ def region_check(mutant=None):
     h.check("out_inside", ok_out, guard=passes)
     h.check("out_key_index", out.key_index == Mux(out.aes, phys_out, 0), guard=passes)
     h.check("out_ctx", dut.o.payload.ctx == phys_out, guard=passes & out.aes & (out.kind == Kind.WRITE_REQ))
+    # the cause of the decision, in docs/sxp.md's order (MALFORMED header, MAP, MALFORMED
+    # one-beat cc on a context with no open frame, REGION/CLEAR): the first failing check
+    lo, hi, map_ok, phys = _bounds(hin, kx, kp, base, limit, n)
+    end_in = hin.addr.as_unsigned() + hin.length.as_unsigned()
+    inside = (hin.addr >= lo) & (end_in <= hi)
+    one_beat_cc = (hin.kind != Kind.READ_REQ) & hin.aes & hin.cc & (hin.length == 16 * LANES) & \
+        ~dut.open.bit_select(phys[:max(1, (n - 1).bit_length())], 1)
+    spec_cause = Mux(spec_malformed(hin, s[3].beat.last), Cause.MALFORMED,
+                     Mux(hin.aes & ~map_ok, Cause.MAP,
+                         Mux(one_beat_cc, Cause.MALFORMED,
+                             Mux(~inside, Mux(hin.aes, Cause.REGION, Cause.CLEAR), Cause.NONE))))
+    h.check("cause_as_spec", cause == spec_cause, guard=decided)
     # each check stage holds what the spec says of its beat (the strengthening that makes the
     # induction close: a stalled stage keeps its beat and its results)
+    for k in (1, 2, 3):
+        h.check(f"s{k}_malformed", s[k].malformed == spec_malformed(s[k].beat.hdr, s[k].beat.last),
+                guard=s_valid[k])
     for k in (1, 2):
         hdr = s[k].beat.hdr
         end = hdr.addr.as_unsigned() + hdr.length.as_unsigned()
@@ -535,6 +562,12 @@ def region_check(mutant=None):
             guard=s_valid[2] & (map_ok2 | ~s[2].beat.hdr.aes))
     h.check("s3_phys", s[3].phys == phys3, guard=s_valid[3])
     h.check("s3_verdict", (~s[3].outside & ~(s[3].beat.hdr.aes & s[3].map_bad)) == ok3, guard=s_valid[3])
+    # (MAP and REGION apart, for the cause: the map result and the bounds each as the spec's)
+    lo3, hi3, map_ok3, _ = _bounds(s[3].beat.hdr, kx, kp, base, limit, n)
+    end3 = s[3].beat.hdr.addr.as_unsigned() + s[3].beat.hdr.length.as_unsigned()
+    h.check("s3_map", s[3].map_bad == ~map_ok3, guard=s_valid[3])
+    h.check("s3_outside", s[3].outside == ~((s[3].beat.hdr.addr >= lo3) & (end3 <= hi3)),
+            guard=s_valid[3] & (map_ok3 | ~s[3].beat.hdr.aes))
     # the header latched on the first beat of a passing packet steers its later beats
     mode_q, hdr_q = regs["mode_q"], Header(regs["hdr_q"])
     mid = regs["mid"] | regs["pad"]
@@ -601,7 +634,9 @@ PROPERTIES = [
                            doc="a request passes iff it lies in the region KXBCTXMAP -> KPHYSMAP -> KSELLIMIT "
                                "maps it to (33-bit end); its beats carry that context"),
                   ("drop_carry", "end = addr + length kept mod 2**32", "Ingress._formal_mutant"),
-                  ("limit_lt", "end < limit instead of end <= limit", "Ingress._formal_mutant")),
+                  ("limit_lt", "end < limit instead of end <= limit", "Ingress._formal_mutant"),
+                  ("read_multi_beat", "a read request of several beats is not MALFORMED",
+                   "Ingress._formal_mutant")),
     *with_mutants(Property("sxp", "ingress_payload", ingress_payload, depth=10, fast=False,
                            params={"component": "Ingress(requests)", "contexts": CONTEXTS, "lanes": LANES},
                            depth_reason="10 steps: a beat taken in step 1 leaves the framer in step 5 at "

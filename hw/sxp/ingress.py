@@ -89,8 +89,9 @@ class Ingress(wiring.Component):
         # test-only seeded bugs for formal/sxp.py (never set in a design): "drop_carry" (the
         # request's end = addr + length kept mod 2**32: a request wrapping past 2**32 passes),
         # "limit_lt" (end < limit instead of end <= limit: the region's last bytes refused),
-        # "data_early" (a beat leaves with the data of the beat behind it in the skid buffer)
-        if _formal_mutant not in (None, "drop_carry", "limit_lt", "data_early"):
+        # "data_early" (a beat leaves with the data of the beat behind it in the skid buffer),
+        # "read_multi_beat" (a read request of more than one beat is not MALFORMED)
+        if _formal_mutant not in (None, "drop_carry", "limit_lt", "data_early", "read_multi_beat"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         self.requests, self.contexts, self.lanes = bool(requests), contexts, lanes
@@ -130,7 +131,8 @@ class Ingress(wiring.Component):
         len_ok = (hdr.length[:shift] == 0) & (hdr.length != 0) & (hdr.addr[:shift] == 0)
         if self.requests:
             is_rd = hdr.kind == Kind.READ_REQ
-            return ~Mux(is_rd, len_ok & (hdr.length <= MAX_FRAME_BYTES) & last,
+            one_beat = 1 if self._formal_mutant == "read_multi_beat" else last
+            return ~Mux(is_rd, len_ok & (hdr.length <= MAX_FRAME_BYTES) & one_beat,
                         len_ok & (hdr.length <= MAX_PAYLOAD_BYTES) & (hdr.kind == Kind.WRITE_REQ))
         return ~(len_ok & (hdr.length <= MAX_PAYLOAD_BYTES) & (hdr.kind == Kind.READ_CPL))
 
