@@ -88,12 +88,19 @@ REPLAYS = {
 
 def can_replay():
     """Whether the tools of the replay are here: a Yosys with ``sim`` and ``vcd2fst``."""
-    return bool(system_yosys() and shutil.which("vcd2fst"))
+    return bool(system_yosys() and _vcd2fst())
+
+
+def _vcd2fst():
+    from tb.common.toolchain import system_tool
+    return system_tool("vcd2fst", "make mutate's replay (a recorded test as FST)")
 
 
 def system_yosys():
-    """The Yosys that has ``sim`` (YoWASP's build leaves it out), or None."""
-    path = shutil.which("yosys")
+    """The Yosys that has ``sim`` (YoWASP's build leaves it out), or None; the Debian
+    package is installed when it is missing and we may (:func:`tb.common.toolchain.system_tool`)."""
+    from tb.common.toolchain import system_tool
+    path = system_tool("yosys", "make mutate's replay (Yosys sim)")
     if not path:
         return None
     out = subprocess.run([path, "-p", "help sim"], capture_output=True, text=True).stdout
@@ -287,7 +294,7 @@ class ReplayBench:
         self.yosys = system_yosys()
         if self.yosys is None:
             raise RuntimeError("no Yosys with `sim` on PATH (apt-get install yosys)")
-        if not shutil.which("vcd2fst"):
+        if not _vcd2fst():
             raise RuntimeError("no vcd2fst on PATH (GTKWave's tools: apt-get install gtkwave)")
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "design.il").write_text(design_rtlil)
@@ -312,7 +319,7 @@ class ReplayBench:
         self.outputs = outs
         self.cycles = len(stim["cycles"])
         write_stimulus(folder / "stimulus.vcd", top, ins + outs, stim["cycles"])
-        if _run(["vcd2fst", "stimulus.vcd", "stimulus.fst"], folder / "vcd2fst.log", folder, timeout) != 0:
+        if _run([_vcd2fst(), "stimulus.vcd", "stimulus.fst"], folder / "vcd2fst.log", folder, timeout) != 0:
             raise RuntimeError(f"vcd2fst failed ({folder / 'vcd2fst.log'})")
         (folder / "stimulus.vcd").unlink()
 
