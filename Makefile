@@ -25,6 +25,9 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 READY  := $(VENV)/.installed
+# NVIDIA's verifier (sw/spdm/test_nvidia.py) pins another cryptography: a venv of its own
+NVENV  := sim_build/nvenv
+NVREADY := $(NVENV)/.installed
 REPORTS := sim_build/reports
 CONTRACTS := ../shared/tools/check_contracts.py
 
@@ -51,7 +54,7 @@ export PYTHONPATH := $(CURDIR)
 # (scripts/blocks.py)
 
 .PHONY: all sim sim-merge test lint unit verilog contracts waves synth timing bench formal formal-fast mutate coverage soak \
-	clean distclean venv
+	clean distclean venv nvenv
 all: test
 
 venv: $(READY)
@@ -60,6 +63,12 @@ $(READY): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+nvenv: $(NVREADY)
+$(NVREADY): sw/spdm/nvidia-requirements.txt
+	$(PYTHON) -m venv $(NVENV)
+	$(NVENV)/bin/pip install -q -r sw/spdm/nvidia-requirements.txt
 	@touch $@
 
 sim: $(READY)
@@ -74,7 +83,7 @@ sim-merge: $(READY)
 lint: $(READY)
 	$(VENV)/bin/ruff check hw sw tb scripts formal
 
-unit: $(READY)
+unit: $(READY) $(NVREADY)
 	@mkdir -p $(REPORTS)
 	$(PY) -m pytest sw scripts -v -p no:cacheprovider --junitxml=$(REPORTS)/unit.xml
 

@@ -1,12 +1,9 @@
 """NVIDIA's own parser reads the reports this RTR produces.
 
 ``nv-local-gpu-verifier`` (BSD-3) pins ``cryptography==43.0.1``, so it lives in its own
-virtual environment, and the test runs it in a subprocess:
-
-    python3 -m venv sim_build/nvenv
-    sim_build/nvenv/bin/pip install nv-local-gpu-verifier
-
-Without that venv the tests skip. What they check: ``verifier.attestation.AttestationReport``
+virtual environment (``make nvenv``, which ``make unit`` and so ``make test`` run: the
+pinned versions are in ``sw/spdm/nvidia-requirements.txt``), and the test runs it in a
+subprocess. Without that venv the tests skip. What they check: ``verifier.attestation.AttestationReport``
 (NVIDIA's SPDM GET_MEASUREMENTS / MEASUREMENTS parser, with ``HopperSettings``) parses the
 report of an SPDM 1.1 session (H100's version) field for field as we built it — version,
 codes, the 64 measurement values, nonce, opaque fields (driver and VBIOS version,
@@ -55,8 +52,7 @@ print(json.dumps({
 }))
 """
 
-pytestmark = pytest.mark.skipif(not NVENV.exists(), reason="NVIDIA's verifier venv is absent: python3 -m venv "
-                                "sim_build/nvenv && sim_build/nvenv/bin/pip install nv-local-gpu-verifier")
+pytestmark = pytest.mark.skipif(not NVENV.exists(), reason="NVIDIA's verifier venv is absent: make nvenv")
 
 
 def nvidia_parse(tmp_path, report, leaf):
