@@ -341,9 +341,77 @@ def check(prop, pre, mutate_lines, work, solver_env, timeout, induction):
 
 
 # ---------------------------------------------------------------- equivalence
+# cells whose output bit k depends on input bit k alone (and the same bit of the other input)
+BITWISE = ("$not", "$and", "$or", "$xor", "$xnor", "$pos", "$mux", "$bmux")
+_SIGBIT = re.compile(r"(\\\S+|\$\S+)(?: \[(\d+)(?::(\d+))?\])?")
+
+
+def _bits(sigspec, widths):
+    """The ``(wire, bit)`` pairs an RTLIL sigspec names (constants skipped); *widths*: the
+    module's wire widths."""
+    out = []
+    for wire, hi, lo in _SIGBIT.findall(sigspec):
+        if wire not in widths:
+            continue
+        if hi == "":
+            out += [(wire, b) for b in range(widths[wire])]
+        else:
+            hi, lo = int(hi), int(lo) if lo else int(hi)
+            out += [(wire, b) for b in range(lo, hi + 1)]
+    return out
+
+
+def dead_bit(pre_text, module, mutate_line):
+    """For a fault on input bit k of a bitwise cell: the output bit it changes, when nothing
+    in *module* reads that bit (no cell input, no connection, not a port): the fault cannot
+    be observed. Amaranth emits whole-vector cells of which a design may read a few bits
+    (e.g. ``~b`` of a compare whose other bits it computes elsewhere). None otherwise."""
+    words = mutate_line.split()
+    cell, port, bit = (words[words.index(k) + 1] for k in ("-cell", "-port", "-portbit"))
+    bit_k = int(bit)            # bitwise: input bit k (or output bit k itself) is output bit k
+    a, b = split_modules(pre_text)[module]
+    text = pre_text[a:b]
+    widths, ports = {}, set()
+    for m_ in re.finditer(r"^  wire (?:width (\d+) )?(?:(input|output|inout) \d+ )?(\S+)$", text, re.M):
+        widths[m_.group(3)] = int(m_.group(1) or 1)
+        if m_.group(2):
+            ports.add(m_.group(3))
+    cells = re.findall(r"^  cell (\S+) (\S+)\n(.*?)^  end$", text, re.M | re.S)
+    mine = [(t, body) for t, n, body in cells if n == cell or n == "\\" + cell]
+    if len(mine) != 1 or mine[0][0] not in BITWISE or mine[0][0] in ("$mux", "$bmux") and port == "S":
+        return None
+    ys = dict(re.findall(r"^    connect \\(\S+) (.+)$", mine[0][1], re.M)).get("Y")
+    if ys is None:
+        return None
+    y_bits = _bits(ys, widths)
+    if bit_k >= len(y_bits):
+        return None
+    target = y_bits[bit_k]
+    if target[0] in ports:
+        return None
+    readers = 0
+    for _type, n, body in cells:
+        for name, sig in re.findall(r"^    connect \\(\S+) (.+)$", body, re.M):
+            if (n == cell or n == "\\" + cell) and name == "Y":
+                continue
+            if target in _bits(sig, widths):
+                readers += 1
+    for lhs_rhs in re.findall(r"^  connect (.+)$", text, re.M):
+        if target in _bits(lhs_rhs, widths):
+            readers += 1
+    if readers:
+        return None
+    return f"structural: output bit {target[1]} of {target[0]} (cell {cell}, {mine[0][0]}) is read by nothing"
+
+
 def equivalence(pre_text, module, mutate_line, work, timeout, solver_env):
     """Is *module* of the processed harness *pre_text* with *mutate_line* applied equivalent
-    to the original? ``("equivalent", how)`` or ``("survived", what the bounded miter found)``."""
+    to the original? ``("equivalent", how)`` or ``("survived", what the bounded miter found)``.
+    A fault on a bitwise cell's bit that nothing reads (:func:`dead_bit`) is equivalent
+    without a solver."""
+    dead = dead_bit(pre_text, module, mutate_line)
+    if dead:
+        return "equivalent", dead
     spans = split_modules(pre_text)
     subs = [pre_text[a:b] for n, (a, b) in spans.items() if n.startswith(module + ".")]
     a, b = spans[module]

@@ -242,3 +242,28 @@ def test_replay_baseline_can_fail(tmp_path):
     assert info["status"].startswith("no working replay") and "'cycle': 9" in info["status"]
     bench, info = mutate_sim.bench_for(TARGET, [], None, tmp_path / "none")
     assert bench is None and info["status"].startswith("no replay registered")
+
+
+DEAD_BIT_IL = """module \\top
+  wire width 2 input 1 \\a
+  wire output 2 \\y
+  wire width 2 $n
+  cell $not $c
+    parameter \\A_SIGNED 0
+    parameter \\A_WIDTH 2
+    parameter \\Y_WIDTH 2
+    connect \\A \\a
+    connect \\Y $n
+  end
+  connect \\y $n [1]
+end
+"""
+
+
+def test_dead_bit_is_equivalent_without_a_solver():
+    """A fault on bit 0 of a NOT whose output bit 0 nothing reads is equivalent; bit 1
+    (driving the output port) is not, nor is a cell that is not bitwise."""
+    line = "mutate -mode const1 -module top -cell $c -port A -portbit {}"
+    assert mutate.dead_bit(DEAD_BIT_IL, "top", line.format(0)) is not None
+    assert mutate.dead_bit(DEAD_BIT_IL, "top", line.format(1)) is None
+    assert mutate.dead_bit(DEAD_BIT_IL.replace("cell $not", "cell $add"), "top", line.format(0)) is None
