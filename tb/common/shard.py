@@ -25,6 +25,7 @@ __all__ = ["parse_shard", "weight", "assign", "select", "WEIGHTS", "DEFAULT_WEIG
 WEIGHTS = {
     "tb/aes/test_aes.py::test_aes256": 45,
     "tb/sha/test_sha.py::test_sha384": 200,
+    "tb/rts/test_rts.py::test_rts": 60,
     # the soak slices run on the sxp_system, gcm_core and bcu builds the block tests make
     "tb/common/test_soak.py::test_soak_smoke[sxp_system]": 12,
     "tb/common/test_soak.py::test_soak_smoke[gcm]": 12,
