@@ -468,7 +468,8 @@ def _request_ingress(h, mutant):
 def ingress_payload(mutant=None):
     """Every beat the request Ingress hands on carries the data of the input beat at the
     same place of the same packet (or zero: a pad beat, a beat of a mis-framed packet, a
-    read request). The tiles label their beats: each carries its byte address (the packet's
+    read request), and a write leaves as exactly length / beat bytes beats, a read request
+    as one. The tiles label their beats: each carries its byte address (the packet's
     ``addr`` plus 16 · lanes per beat before it) in every 32-bit word, XORed with a
     constant the solver chooses; packets are delimited by ``last`` as the Ingress does.
     Everything else is free: headers, lengths, framing, back-pressure, the reset, the
@@ -501,6 +502,14 @@ def ingress_payload(mutant=None):
         m.d.sync += [out_base.eq(o_base), out_idx.eq(o_idx + 1)]
     expect = Mux(o.meta.zero | o.meta.read, 0, label(o_base + o_idx * beat_bytes))
     h.check("beat_data_intact", o.data == expect, guard=dut.o.valid & ~h.rst)
+    # exactly length / beat bytes beats of a write leave, whatever the sender's `last` said
+    # (docs/sxp.md: no byte outside the checked range), and one beat of a read request
+    shift = beat_bytes.bit_length() - 1
+    beats = o.meta.hdr.length >> shift
+    write = o.meta.hdr.kind == Kind.WRITE_REQ
+    h.check("write_within_length", o_idx < beats, guard=dut.o.valid & write & ~h.rst)
+    h.check("write_ends_at_length", o.meta.last == (o_idx + 1 == beats), guard=dut.o.valid & write & ~h.rst)
+    h.check("read_one_beat", o.meta.last & (o_idx == 0), guard=dut.o.valid & ~write & ~h.rst)
     h.notes.append(f"Ingress(requests=True, contexts={CONTEXTS}, lanes={LANES}); beats labelled by address")
     return h
 
@@ -643,6 +652,9 @@ PROPERTIES = [
                                         "the earliest (skid buffer, check stages C1-C3); two 2-beat "
                                         "packets back to back leave by step 8, with back-pressure before",
                            doc="every beat handed on carries the data of the input beat at its place in "
-                               "its packet, or zero (pad, mis-framed, read); beats labelled by address"),
-                  ("data_early", "a beat leaves with the data of the beat behind it", "Ingress._formal_mutant")),
+                               "its packet, or zero (pad, mis-framed, read); a write leaves as length / beat "
+                               "bytes beats, a read as one; beats labelled by address"),
+                  ("data_early", "a beat leaves with the data of the beat behind it", "Ingress._formal_mutant"),
+                  ("end_by_last", "a write ends at the sender's last, not after length / beat bytes",
+                   "Ingress._formal_mutant")),
 ]

@@ -814,6 +814,21 @@ def select_targets(which):
     return out
 
 
+def merge_rerun(old, new):
+    """*old*'s report entry with the mutants that *new* (a rerun of some of its mutation
+    lines) ran replaced by their new results (ids kept), and its score recomputed."""
+    fresh = {m["mutation"]: m for m in new["mutants"]}
+    merged = dict(old)
+    merged["mutants"] = [{**fresh[m["mutation"]], "id": m["id"]} if m["mutation"] in fresh else m
+                         for m in old["mutants"]]
+    merged.update(properties=new["properties"], skipped_properties=new["skipped_properties"],
+                  errors=new["errors"], rerun=sorted(m["id"] for m in old["mutants"] if m["mutation"] in fresh))
+    if "sim" in new:
+        merged["sim"] = new["sim"]
+    merged.update(score(merged["mutants"]))
+    return merged
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("block", nargs="?", default=None, help="a target (sxp_ingress, …) or a formal block (sxp, …)")
@@ -828,6 +843,9 @@ def main(argv=None):
                     help="no simulation stage: survivors of the properties go straight to the equivalence check")
     ap.add_argument("--work", type=Path, default=WORK, help=f"work folder (default {_rel(WORK)})")
     ap.add_argument("--reports", type=Path, default=REPORTS, help=f"report folder (default {_rel(REPORTS)})")
+    ap.add_argument("--survivors", action="store_true",
+                    help="rerun only the survivors (and errors) of each target's last report entry against the "
+                         "present properties, and update that entry")
     ap.add_argument("--list", action="store_true", help="list the targets and exit")
     ap.add_argument("--plan", action="store_true",
                     help="build the harnesses, say which properties each target runs on, and exit")
@@ -845,12 +863,26 @@ def main(argv=None):
     registry = [p for p in formal.all_properties() if not p.mutant]
     cache = {"_dir": args.work / "harness"}
     entries, start = [], time.time()
+    previous = {}
+    if args.survivors and (args.reports / "mutate.json").exists():
+        previous = {e["target"]: e for e in json.loads((args.reports / "mutate.json").read_text())}
     for t in targets:
         props = [p for p in registry if p.block in t.blocks]
         print(f"{t.name}: {t.cls}, {len(props)} properties of {', '.join(t.blocks)}", flush=True)
+        again = None
+        if args.survivors:
+            if t.name not in previous:
+                print(f"  no earlier entry for {t.name}: nothing to rerun", flush=True)
+                continue
+            again = [m["mutation"] for m in previous[t.name]["mutants"] if m["status"] in ("survived", "error")]
+            if not again:
+                print(f"  no survivors in the last run of {t.name}", flush=True)
+                continue
         e = run_target(t, props, (solver, env), count=args.count, seed=args.seed, timeout=args.timeout,
                        cache=cache, plan_only=args.plan, budget=args.budget, work_root=args.work,
-                       sim=not args.no_sim)
+                       sim=not args.no_sim, mutations=again)
+        if again is not None:
+            e = merge_rerun(previous[t.name], e)
         if args.plan:
             print(f"  reference {e.get('reference')} ({e.get('module')}); {'; '.join(e['errors'])}")
             continue

@@ -267,3 +267,15 @@ def test_dead_bit_is_equivalent_without_a_solver():
     assert mutate.dead_bit(DEAD_BIT_IL, "top", line.format(0)) is not None
     assert mutate.dead_bit(DEAD_BIT_IL, "top", line.format(1)) is None
     assert mutate.dead_bit(DEAD_BIT_IL.replace("cell $not", "cell $add"), "top", line.format(0)) is None
+
+
+def test_merge_rerun_replaces_only_the_rerun_mutants():
+    old = {"target": "t", "mutants": [{"id": 0, "mutation": "a", "status": "killed", "killed_by": "p"},
+                                      {"id": 1, "mutation": "b", "status": "survived", "killed_by": None}],
+           "properties": [], "skipped_properties": [], "errors": ["x"]}
+    new = {"mutants": [{"id": 0, "mutation": "b", "status": "killed", "killed_by": "q"}],
+           "properties": ["p", "q"], "skipped_properties": [], "errors": []}
+    merged = mutate.merge_rerun(old, new)
+    assert [(m["id"], m["status"], m["killed_by"]) for m in merged["mutants"]] == [(0, "killed", "p"), (1, "killed", "q")]
+    assert merged["score"] == 1.0 and merged["errors"] == [] and merged["rerun"] == [1]
+    assert old["mutants"][1]["status"] == "survived"        # the old entry is not changed

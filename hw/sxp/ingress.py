@@ -90,8 +90,9 @@ class Ingress(wiring.Component):
         # request's end = addr + length kept mod 2**32: a request wrapping past 2**32 passes),
         # "limit_lt" (end < limit instead of end <= limit: the region's last bytes refused),
         # "data_early" (a beat leaves with the data of the beat behind it in the skid buffer),
-        # "read_multi_beat" (a read request of more than one beat is not MALFORMED)
-        if _formal_mutant not in (None, "drop_carry", "limit_lt", "data_early", "read_multi_beat"):
+        # "read_multi_beat" (a read request of more than one beat is not MALFORMED),
+        # "end_by_last" (a packet ends at the sender's `last`, not after length / beat bytes)
+        if _formal_mutant not in (None, "drop_carry", "limit_lt", "data_early", "read_multi_beat", "end_by_last"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         self.requests, self.contexts, self.lanes = bool(requests), contexts, lanes
@@ -239,7 +240,8 @@ class Ingress(wiring.Component):
         # payload packets are beat-counted; a read request is one beat by its check
         live = wire(m, ((mode == _Mode.GCM) | (mode == _Mode.PASS)) & (hdr.kind != Kind.READ_REQ),
                     "live")
-        end = wire(m, (idx + 1) == (hdr.length >> shift), "end")
+        end = wire(m, beat.last if self._formal_mutant == "end_by_last" else (idx + 1) == (hdr.length >> shift),
+                   "end")
         bad = wire(m, live & ~pad & ~disc & (beat.last != end), "bad")
         zero = wire(m, pad | bad, "zero")
         beat_v = Mux(pad, 1, c_valid & ~disc)
