@@ -69,7 +69,8 @@ HEADLINES = (
     ("`sha384`", "{sha384[cycles_per_block]:.0f} cycles per 128-byte block, digest {sha384[latency_cycles]} "
      "cycles after the last block", "make bench BLOCK=sha"),
     ("`rts` (measurement store)", "an extend answered after {rts[extend_latency_cycles]} cycles, one per "
-     "{rts[cycles_per_extend]:.0f} cycles back to back; reset scrub {rts[scrub_cycles]} cycles", "make bench BLOCK=rts"),
+     "{rts[cycles_per_extend]:.0f} cycles back to back; reset scrub {rts[scrub_cycles]} cycles",
+     "make bench BLOCK=rts"),
     ("SPDM session (software)", "{spdm_v11[requests]} requests, {spdm_v11[bytes_exchanged]:,} bytes, "
      "{spdm_v11[session_ms]:.0f} ms host-timed at SPDM 1.1 (H100's order, report {spdm_v11[report_bytes]:,} bytes)",
      "make bench BLOCK=spdm"),

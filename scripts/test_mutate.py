@@ -276,6 +276,7 @@ def test_merge_rerun_replaces_only_the_rerun_mutants():
     new = {"mutants": [{"id": 0, "mutation": "b", "status": "killed", "killed_by": "q"}],
            "properties": ["p", "q"], "skipped_properties": [], "errors": []}
     merged = mutate.merge_rerun(old, new)
-    assert [(m["id"], m["status"], m["killed_by"]) for m in merged["mutants"]] == [(0, "killed", "p"), (1, "killed", "q")]
+    got = [(m["id"], m["status"], m["killed_by"]) for m in merged["mutants"]]
+    assert got == [(0, "killed", "p"), (1, "killed", "q")]
     assert merged["score"] == 1.0 and merged["errors"] == [] and merged["rerun"] == [1]
     assert old["mutants"][1]["status"] == "survived"        # the old entry is not changed
