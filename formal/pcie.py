@@ -175,15 +175,22 @@ def _reads_record(h, dut, params, age_cap=0):
     return rec
 
 
-def completion_accounting(mutant=None, params=None):
+def _table(mutant, params):
+    """``(harness, dut, params)``: ``PcieReadTable(**params)`` (``SMALL`` when None) with
+    every input free and read requests as the SXP sends them."""
     params = dict(SMALL if params is None else params)
     h = Harness()
-    m = h.m
     dut = PcieReadTable(**params, _formal_mutant=mutant)
-    m.submodules.dut = dut
-    free_inputs(m, dut)
-    h.assume(dut.timeout == 0)
+    h.m.submodules.dut = dut
+    free_inputs(h.m, dut)
     _requests_as_the_sxp(h, dut, params["max_read"])
+    return h, dut, params
+
+
+def completion_accounting(mutant=None, params=None):
+    h, dut, params = _table(mutant, params)
+    m = h.m
+    h.assume(dut.timeout == 0)
     rec = _reads_record(h, dut, params)
     n, cpl, c_tag, c_units = rec.n, rec.cpl, rec.c_tag, rec.c_units
     now = ~h.rst
@@ -224,14 +231,9 @@ def completion_routing(mutant=None, params=None):
     expects next, and each beat the data that came in with it. The host labels every beat
     with its address (:func:`_beat_label`) and frames its packets correctly (one beat per
     granule of the header's length, 1 .. ``max_payload``); everything else is free."""
-    params = dict(SMALL if params is None else params)
-    h = Harness()
+    h, dut, params = _table(mutant, params)
     m = h.m
-    dut = PcieReadTable(**params, _formal_mutant=mutant)
-    m.submodules.dut = dut
-    free_inputs(m, dut)
     h.assume(dut.timeout == 0)
-    _requests_as_the_sxp(h, dut, params["max_read"])
     rec = _reads_record(h, dut, params)
     granule = 1 << GRANULE_BITS
     mask = h.any_const(len(dut.cpl_i.payload.data), "data_mask")
@@ -285,19 +287,14 @@ def timeout_expiry(mutant=None, params=None):
     while it is outstanding and more than T cycles after its request, and never accepts a
     completion whose check comes more than 5·P cycles (P = ⌈T / 4⌉) after its request;
     ``outstanding`` counts what the record holds, reports included."""
-    params = dict(SMALL if params is None else params)
-    h = Harness()
+    h, dut, params = _table(mutant, params)
     m = h.m
-    dut = PcieReadTable(**params, _formal_mutant=mutant)
-    m.submodules.dut = dut
-    free_inputs(m, dut)
     # (the port stays free and is assumed constant, as completion_accounting assumes it 0:
     # the table's netlist is then the same in both harnesses, which make mutate relies on)
     limit = h.any_const(range(TIMEOUT_MAX + 1), "timeout_T")
     h.assume((limit >= 1) & (limit <= TIMEOUT_MAX) & (dut.timeout == limit))
     period = (limit + 3) >> 2
     cap = 5 * ((TIMEOUT_MAX + 3) // 4) + 3
-    _requests_as_the_sxp(h, dut, params["max_read"])
     rec = _reads_record(h, dut, params, age_cap=cap)
     now = ~h.rst
     # age = cycles since the request was taken on req_i (req_o shows it one cycle later);
