@@ -491,6 +491,13 @@ def ingress_payload(mutant=None):
     base_now = Mux(in_mid, in_base, ip.hdr.addr)
     idx_now = Mux(in_mid, in_idx, 0)
     h.assume(~dut.i.valid | (ip.data == label(base_now + idx_now * beat_bytes)))
+    # the header's tile is labelled too: a function of its address (an XOR with a constant),
+    # so that a tile that is not the packet's shows
+    tile_mask = h.any_const(len(ip.hdr.tile), "tile_mask")
+
+    def tile_of(hdr):
+        return hdr.addr[4:4 + len(hdr.tile)] ^ tile_mask
+    h.assume(~dut.i.valid | in_mid | (ip.hdr.tile == tile_of(ip.hdr)))
     with m.If(dut.i.valid & dut.i.ready):
         m.d.sync += [in_mid.eq(~ip.last), in_base.eq(base_now), in_idx.eq(idx_now + 1)]
     o = dut.o.payload
@@ -502,6 +509,7 @@ def ingress_payload(mutant=None):
         m.d.sync += [out_base.eq(o_base), out_idx.eq(o_idx + 1)]
     expect = Mux(o.meta.zero | o.meta.read, 0, label(o_base + o_idx * beat_bytes))
     h.check("beat_data_intact", o.data == expect, guard=dut.o.valid & ~h.rst)
+    h.check("header_tile_intact", o.meta.hdr.tile == tile_of(o.meta.hdr), guard=dut.o.valid & ~h.rst)
     # exactly length / beat bytes beats of a write leave, whatever the sender's `last` said
     # (docs/sxp.md: no byte outside the checked range), and one beat of a read request
     shift = beat_bytes.bit_length() - 1
