@@ -660,7 +660,10 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
         t0 = time.time()
         m = {"id": i, "mutation": line, "status": "survived", "killed_by": None, "how": None, "checks": []}
         m.update(_describe(line))
-        for prop, pre, maps, info in usable:
+        dead = dead_bit(ref_pre, module, line)      # no property can see it: skip them
+        if dead:
+            m.update(status="equivalent", how=dead)
+        for prop, pre, maps, info in ([] if dead else usable):
             if not all(m["cell"] in cmap for _, cmap in maps):
                 m["status"] = "error"
                 entry["errors"].append(f"m{i:03d}: cell {m['cell']} not found in {prop.key}")
