@@ -114,6 +114,10 @@ class Ingress(wiring.Component):
             ports["release"] = Out(release_layout)
         super().__init__(ports)
 
+    def _hook(self, mutant, bug, value):
+        """*bug* when the test-only seeded bug *mutant* is on, else *value* (unchanged)."""
+        return bug if self._formal_mutant == mutant else value
+
     # ---- check stages ------------------------------------------------------------------------
     def check_layouts(self):
         """The layouts of the check stage registers C1, C2, C3 (``s1``, ``s2``, ``s3``; C2 and
@@ -240,8 +244,7 @@ class Ingress(wiring.Component):
         # payload packets are beat-counted; a read request is one beat by its check
         live = wire(m, ((mode == _Mode.GCM) | (mode == _Mode.PASS)) & (hdr.kind != Kind.READ_REQ),
                     "live")
-        end = wire(m, beat.last if self._formal_mutant == "end_by_last" else (idx + 1) == (hdr.length >> shift),
-                   "end")
+        end = wire(m, self._hook("end_by_last", beat.last, (idx + 1) == (hdr.length >> shift)), "end")
         bad = wire(m, live & ~pad & ~disc & (beat.last != end), "bad")
         zero = wire(m, pad | bad, "zero")
         beat_v = Mux(pad, 1, c_valid & ~disc)
@@ -259,7 +262,7 @@ class Ingress(wiring.Component):
         m.d.comb += [
             self.o.valid.eq(beat_v & emits & ~disc),
             self.o.payload.data.eq(Mux(zero | (mode == _Mode.READ), 0,
-                                       skid.o.payload.data if self._formal_mutant == "data_early" else beat.data)),
+                                       self._hook("data_early", skid.o.payload.data, beat.data))),
             self.o.payload.ctx.eq(Mux(mode == _Mode.GCM, phys, 0)),
             meta.hdr.eq(hdr), meta.first.eq(first), meta.last.eq(~live | end),
             meta.zero.eq(zero), meta.read.eq(mode == _Mode.READ),
