@@ -531,10 +531,9 @@ class Algorithms:
 # --- DIGESTS / CERTIFICATE ---------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class GetDigests:
-    """GET_DIGESTS: header only."""
+class _HeaderOnly:
+    """A message that is its 4-byte header (Param1 = Param2 = 0); ``CODE`` per subclass."""
     version: int
-    CODE = RequestCode.GET_DIGESTS
 
     def __post_init__(self):
         _check_version(self.version)
@@ -546,6 +545,12 @@ class GetDigests:
     def _decode(cls, r, version, p1, p2, **_):
         r.end()
         return cls(version)
+
+
+@dataclasses.dataclass(frozen=True)
+class GetDigests(_HeaderOnly):
+    """GET_DIGESTS: header only."""
+    CODE = RequestCode.GET_DIGESTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1054,22 +1059,10 @@ class Finish:
 
 
 @dataclasses.dataclass(frozen=True)
-class FinishRsp:
+class FinishRsp(_HeaderOnly):
     """FINISH_RSP: header; ResponderVerifyData(H) only with HANDSHAKE_IN_THE_CLEAR, which
     the model never negotiates, so the message is the 4-byte header."""
-    version: int
     CODE = ResponseCode.FINISH_RSP
-
-    def __post_init__(self):
-        _check_version(self.version)
-
-    def encode(self):
-        return _header(self.version, self.CODE)
-
-    @classmethod
-    def _decode(cls, r, version, p1, p2, **_):
-        r.end()
-        return cls(version)
 
 
 # --- ERROR -------------------------------------------------------------------------------
