@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
-from sw.spdm.conftest import rts_values
+from sw.spdm.conftest import Recorder, rts_values
 from sw.spdm.messages import V11, V12, RequestCode
 from sw.spdm.requester import Requester
 from sw.spdm.responder import Responder
@@ -39,12 +39,8 @@ def info(length, version_label, label, context=b""):
 @pytest.mark.parametrize("version, label", [(V12, b"spdm1.2 "), (V11, b"spdm1.1 ")])
 def test_key_schedule_independent(device, manufacturer, version, label):
     responder = Responder(device, rts_values)
-    wire = []
-
-    def transport(raw):
-        rsp = responder.handle(raw)
-        wire.append((raw, rsp))
-        return rsp
+    transport = Recorder(responder)
+    wire = transport.log
     ephemeral = ec.generate_private_key(ec.SECP384R1())
     result = Requester(transport, manufacturer.root, versions=(version,), dhe_keygen=lambda: ephemeral).run()
 
@@ -109,12 +105,8 @@ def test_signatures_independent(device, manufacturer, version):
     transcript), not with sw.spdm.signing."""
     from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
     responder = Responder(device, rts_values)
-    wire = []
-
-    def transport(raw):
-        rsp = responder.handle(raw)
-        wire.append((raw, rsp))
-        return rsp
+    transport = Recorder(responder)
+    wire = transport.log
     Requester(transport, manufacturer.root, versions=(version,)).run()
     vca = b"".join(req + rsp for req, rsp in wire[:3])
     by_code = {req[1]: (req, rsp) for req, rsp in wire}

@@ -11,26 +11,10 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from sw.spdm import errors
-from sw.spdm.conftest import rts_values
+from sw.spdm.conftest import Recorder, rts_values
 from sw.spdm.messages import V11, V12, RequestCode, ResponseCode
 from sw.spdm.requester import Requester
 from sw.spdm.responder import Responder
-
-
-class Recorder:
-    """Transport that records every (request, response) and can rewrite one message."""
-
-    def __init__(self, responder, *, on_request=None, on_response=None):
-        self.responder = responder
-        self.log = []
-        self.on_request = on_request or (lambda raw: raw)
-        self.on_response = on_response or (lambda req, raw: raw)
-
-    def __call__(self, raw):
-        raw = self.on_request(raw)
-        rsp = self.on_response(raw, self.responder.handle(raw))
-        self.log.append((raw, rsp))
-        return rsp
 
 
 def flip_in(code, offset, *, nth=0):
