@@ -60,7 +60,7 @@ from hw.pcie import PcieReadTable
 from hw.pcie.layout import GRANULE_BITS, Cause
 from hw.sxp.packet import Kind
 
-from . import Harness, Property, free_inputs, with_mutant, with_mutants
+from . import Harness, Property, free_inputs, freeze, registers, with_mutant, with_mutants
 
 __all__ = ["PROPERTIES"]
 
@@ -278,6 +278,85 @@ def completion_routing(mutant=None, params=None):
     return h
 
 
+def _frozen_table(mutant):
+    """``(harness, dut, registers)``: ``PcieReadTable(**SMALL)`` (the netlist of the other
+    harnesses, which ``make mutate`` needs), every input and the reset free, elaborated once
+    so that the harness can read its registers by name."""
+    h = Harness(reset="free")
+    dut = PcieReadTable(**SMALL, _formal_mutant=mutant)
+    frozen, fragment = freeze(dut)
+    h.m.submodules.dut = frozen
+    free_inputs(h.m, dut)
+    return h, dut, dict(registers(fragment))
+
+
+def _invariant(h, name, cond, guard=None):
+    """Check *cond* (where *guard* holds) in every cycle after the first, and assume it in
+    the first unless that is a reset cycle: the first transition then starts from any state
+    where the invariant holds (its inductive step) or from a reset of any state (its base),
+    so a BMC of 2 steps is the proof, and a seeded bug that breaks it fails within 2 steps."""
+    h.check(name, cond, guard)
+    holds = cond if guard is None else (~guard | cond)
+    h.assume(~(h.first & ~h.rst) | holds)
+
+
+def table_bookkeeping(mutant=None):
+    """``outstanding`` is the number of valid entries in every cycle: every event that
+    moves one moves the other by the same amount — an allocation, a completion that frees
+    its entry, an expiry, a completion's free and an expiry of another entry in one cycle.
+    Everything free (requests, completions, ``timeout`` at full width, ready, reset)."""
+    h, dut, regs = _frozen_table(mutant)
+    _invariant(h, "outstanding_is_valid_count", dut.outstanding == _popcount(regs["valid"]))
+    h.notes.append(f"PcieReadTable({SMALL}); every input and the reset free; first state any "
+                   "where the invariant holds, or a reset")
+    return h
+
+
+def timeout_tick_period(mutant=None):
+    """The completion-timeout tick (docs/pcie.md, "Completion timeout"): with ``timeout`` a
+    constant T of the full 32 bits, T > 0, the first tick comes P + 1 cycles after the reset
+    is released and then one every P = ceil(T / 4) cycles, no sooner and no later; with T = 0
+    there is none. The tick is the table's internal ``tick`` register (it ages every live
+    entry by one); relations between it and the counter that makes it (``tick_last``,
+    ``timer_on``, ``tick_count``) are part of the invariant, which is what lets it be proved
+    at the full width in one step."""
+    h, dut, regs = _frozen_table(mutant)
+    m = h.m
+    limit = h.any_const(32, "timeout_T")
+    h.assume(dut.timeout == limit)
+    period = Signal(31, name="spec_period")            # ceil(T / 4), up to 2^30
+    m.d.comb += period.eq((limit + 3) >> 2)
+    on = limit != 0
+    tick, tcount, last, timer_on = regs["tick"], regs["tick_count"], regs["tick_last"], regs["timer_on"]
+    after_reset = h.past(h.rst, "reset_prev")          # the cycle after a reset cycle
+    since = h.since(1 << 31)                           # cycles since the reset was released
+    seen = Signal(name="tick_seen")                    # a tick since the reset
+    gap = Signal(32, name="tick_gap")                  # cycles since the latest tick
+    with m.If(tick):
+        m.d.sync += [seen.eq(1), gap.eq(1)]
+    with m.Else():
+        m.d.sync += gap.eq(gap + 1)
+    # the behaviour: ticks exactly every P cycles, the first P + 1 after the reset
+    _invariant(h, "no_tick_when_off", ~tick, guard=~on)
+    _invariant(h, "tick_every_period", gap == period, guard=on & tick & seen)
+    _invariant(h, "no_tick_early", gap < period, guard=on & ~tick & seen)
+    _invariant(h, "first_tick", since == period + 1, guard=on & tick & ~seen)
+    _invariant(h, "first_tick_not_late", since <= period, guard=on & ~tick & ~seen)
+    # the rest of the invariant: the registered period, the counter's range, its relation
+    # to the harness's count of cycles
+    _invariant(h, "period_registered", last == period - 1, guard=on)
+    _invariant(h, "reset_state", ~timer_on & (tcount == 0) & ~tick & ~seen & (since == 0), guard=after_reset)
+    _invariant(h, "timer_on_registered", timer_on == on, guard=~after_reset)
+    _invariant(h, "count_within_period", tcount < period, guard=on)
+    _invariant(h, "count_zero_at_tick", tcount == 0, guard=on & tick)
+    _invariant(h, "count_is_gap", tcount == gap, guard=on & ~tick & seen)
+    _invariant(h, "count_before_first", since == tcount + timer_on, guard=on & ~tick & ~seen)
+    h.notes.append(f"PcieReadTable({SMALL}); timeout a constant of 32 bits; the internal tick, "
+                   "tick_count, tick_last and timer_on read by name; reset free; first state any "
+                   "where the invariant holds, or a reset")
+    return h
+
+
 TIMEOUT_MAX = 8     # the completion timeouts the property covers: 1 .. 8 cycles (P = 1 or 2)
 
 
@@ -317,6 +396,16 @@ def timeout_expiry(mutant=None, params=None):
 
 
 PROPERTIES += [
+    *with_mutant(Property("pcie_rdtable", "table_bookkeeping", table_bookkeeping, depth=2, induction=1,
+                          params=SMALL,
+                          doc="outstanding equals the number of valid entries in every state (4 entries, "
+                              "everything free)"),
+                 "free_and_expiry_one", "a completion's free and an expiry in one cycle count as one"),
+    *with_mutant(Property("pcie_rdtable", "timeout_tick_period", timeout_tick_period, depth=2, induction=1,
+                          params=SMALL,
+                          doc="with timeout T (any 32-bit constant) the timeout tick comes P + 1 cycles "
+                              "after reset, then every P = ceil(T/4) cycles; none with T = 0"),
+                 "period_low_bits", "the period arithmetic keeps only the low 16 bits of the timeout"),
     *with_mutants(Property("pcie_rdtable", "completion_accounting", completion_accounting, depth=18,
                            params=SMALL, fast=False,
                            depth_reason="18 steps: the reset and the 4-cycle row scrub, then two reads "

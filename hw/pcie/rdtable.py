@@ -130,10 +130,11 @@ def _sat_inc(counter):
     return Mux(counter == _COUNT_MAX, counter, counter + 1)
 
 
-def _step_count(count, up, down1, down2):
+def _step_count(count, up, down1, down2, *, one_down=False):
     """``count + up - down1 - down2`` as a choice among precomputed neighbours: the 1-bit
-    events arrive late in the cycle, the increments and decrements do not wait for them."""
-    down = Mux(down1 & down2, 2, Mux(down1 | down2, 1, 0))
+    events arrive late in the cycle, the increments and decrements do not wait for them.
+    (*one_down*: a test-only seeded bug, two simultaneous decrements count as one.)"""
+    down = Mux(down1 | down2, 1, 0) if one_down else Mux(down1 & down2, 2, Mux(down1 | down2, 1, 0))
     minus = Mux(down == 2, count - 2, Mux(down == 1, count - 1, count))
     plus = Mux(down == 2, count - 1, Mux(down == 1, count, count + 1))
     return Mux(up, plus, minus)
@@ -182,10 +183,13 @@ class PcieReadTable(wiring.Component):
         # unknown tag without counting it; "tile_from_header" routes a completion to the tile its
         # (untrusted) header names; "stale_data" forwards each later beat with the data of the
         # beat before; "expire_early" expires an entry after 4 ticks; "ages_kept" does not
-        # clear a tag's age when it is allocated again
+        # clear a tag's age when it is allocated again; "free_and_expiry_one" counts a
+        # completion's free and an expiry in the same cycle as one tag off ``outstanding``;
+        # "period_low_bits" keeps the timeout's period arithmetic to its low 16 bits
         if _formal_mutant not in (None, "counters_wrap", "accept_free", "cc_every", "free_early",
                                   "left_off_by_one", "uncounted_unknown", "tile_from_header",
-                                  "stale_data", "expire_early", "ages_kept"):
+                                  "stale_data", "expire_early", "ages_kept", "free_and_expiry_one",
+                                  "period_low_bits"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         beat = beat_layout(lanes)
@@ -412,7 +416,8 @@ class PcieReadTable(wiring.Component):
         shift = TIMEOUT_STEPS.bit_length() - 1
         last_period = Signal(TIMEOUT_BITS, name="tick_last", reset_less=True)  # period - 1
         timer_on = Signal(name="timer_on")
-        m.d.sync += [last_period.eq((self.timeout - 1)[:TIMEOUT_BITS] >> shift),
+        width = 16 if self._formal_mutant == "period_low_bits" else TIMEOUT_BITS
+        m.d.sync += [last_period.eq((self.timeout - 1)[:width] >> shift),
                      timer_on.eq(self.timeout != 0)]
         tcount = Signal(TIMEOUT_BITS, name="tick_count")
         hit = _wire(m, timer_on & (tcount >= last_period), "tick_hit")
@@ -479,5 +484,6 @@ class PcieReadTable(wiring.Component):
         m.d.sync += [age[0].eq((age[0] ^ inc) & ~clear),
                      age[1].eq((age[1] ^ carry1) & ~clear),
                      age[2].eq((age[2] ^ carry2) & ~clear)]
-        m.d.sync += self.outstanding.eq(_step_count(self.outstanding, t.req_take, cpl_free, exp_any))
+        m.d.sync += self.outstanding.eq(_step_count(self.outstanding, t.req_take, cpl_free, exp_any,
+                                                             one_down=self._formal_mutant == "free_and_expiry_one"))
         return m
