@@ -51,6 +51,13 @@ Property ``timeout_expiry`` (same table, ``timeout`` a constant T in 1 .. 8): a 
 reported by ``timeout_count`` only while outstanding and more than T cycles after its
 request; no completion leaves whose check came more than 5·⌈T / 4⌉ cycles after its
 request; ``outstanding`` as the record. Bounded.
+
+Property ``table_bookkeeping`` (same table, every input and the reset free, ``timeout`` at
+full width): ``outstanding`` equals the number of ``valid`` bits in every state. Property
+``timeout_tick_period`` (same table, ``timeout`` any 32-bit constant): the timeout tick
+every ⌈T / 4⌉ cycles, with the counter's invariant. Both start from a reset of any state
+or from any state where their invariant holds, so their 2-step BMC is a proof (and their
+1-induction closes): full width, any depth.
 """
 from types import SimpleNamespace
 
