@@ -55,6 +55,9 @@ from amaranth.lib.wiring import In, Out
 
 from hw.common import SkidBuffer, add, at_least, at_most, decrement, increment, wire
 from hw.csr import Signature
+from hw.rts import MeasurementStore
+from hw.rts.layout import OWNER_BITS
+from hw.rts.layout import Status as RtsStatus
 
 from .ctrl import CCCtrl
 from .dma import CCDma
@@ -76,17 +79,37 @@ from .layout import (
     status_layout,
     wr_layout,
 )
-from .regs import ADDR_WIDTH, register_map
+from .regs import (
+    ADDR_WIDTH,
+    DMA_KEY_CTRL,
+    DMA_KEY_IV,
+    DMA_KEY_STATUS,
+    GPU_READY,
+    RTS_COUNT,
+    RTS_CTRL,
+    RTS_DATA,
+    RTS_EXTEND,
+    RTS_READ,
+    RTS_REFUSED,
+    RTS_STATUS,
+    RTS_WORDS,
+    gpu_register_map,
+    register_map,
+)
 
-__all__ = ["GpuCC", "PlainCopy", "DMA_KEY_CTRL", "DMA_KEY_IV", "DMA_KEY_STATUS"]
+__all__ = ["GpuCC", "PlainCopy", "DMA_KEY_CTRL", "DMA_KEY_IV", "DMA_KEY_STATUS", "GPU_READY",
+           "RTS_CTRL", "RTS_STATUS", "RTS_COUNT", "RTS_REFUSED", "RTS_DATA", "RTS_SLOTS"]
 
-# The DMA key block on the firmware port (byte addresses beside cc_ctrl's map, which ends
-# at 0x8c; the host's decoupler refuses them in every mode, as any address not in ALLOW).
-DMA_KEY_CTRL = 0xC0     # W: bits 3:0 channel, bit 8 go (install KEY0..7 with DMA_KEY_IV)
-DMA_KEY_IV = 0xC4       # RW: the first IV counter of the next install (both directions)
-DMA_KEY_STATUS = 0xC8   # R: bit 0 busy (an install waits for the engine), bit 1 refused
-                        # (a go in CC off, sticky until the next reset), bits 15:8 installs
-assert not {DMA_KEY_CTRL, DMA_KEY_IV, DMA_KEY_STATUS} & {r.addr for r in register_map()}
+RTS_SLOTS = 64          # the H100's RTS: up to 64 independent measurements
+
+# gpu_cc's own registers beside cc_ctrl's map (hw/cc/regs.py: gpu_register_map): the DMA
+# key block and the RTS window on the firmware port, GPU_READY on both ports. Their
+# addresses are not in ALLOW, so a host access to any but GPU_READY reaches cc_ctrl's
+# decoupler and is refused there (counted in DEC_COUNT).
+assert not {r.addr for r in gpu_register_map()} & {r.addr for r in register_map()}
+FW_KEY_BLOCK = (DMA_KEY_CTRL, DMA_KEY_IV, DMA_KEY_STATUS)
+FW_RTS_BLOCK = (GPU_READY, RTS_CTRL, RTS_STATUS, RTS_COUNT, RTS_REFUSED,
+                *(RTS_DATA + 4 * k for k in range(RTS_WORDS)))
 
 
 class PlainCopy(wiring.Component):
@@ -255,6 +278,7 @@ class GpuCC(wiring.Component):
             raise ValueError(f"addr_bits = {addr_bits} leaves no room for {depth} device words "
                              f"below the host window")
         self._copy = PlainCopy(addr_bits)
+        self._rts = MeasurementStore(RTS_SLOTS, OWNER_BITS)
         self.depth, self.protected = depth, self._ctrl.protected
         self.channels, self.frame_blocks, self.slots = channels, frame_blocks, slots
         self.addr_bits = addr_bits
@@ -262,6 +286,11 @@ class GpuCC(wiring.Component):
         self.ctrl_scrub_cycles = self._ctrl.scrub_cycles
         self.dma_scrub_cycles = self._dma.scrub_cycles
         self.scrub_cycles = max(self.ctrl_scrub_cycles, self.dma_scrub_cycles)
+        self.rts_scrub_cycles = self._rts.scrub_cycles
+        # RTS_CTRL write -> RTS_STATUS.busy low: the go registers the request (1), the store
+        # answers (extend_latency / read_latency), its answer is registered here (1)
+        self.rts_extend_cycles = 1 + self._rts.extend_latency + 1
+        self.rts_read_cycles = 1 + self._rts.read_latency + 1
         cab = self._ctrl.addr_bits
         super().__init__({
             "mode_nv": In(Mode),
@@ -270,8 +299,10 @@ class GpuCC(wiring.Component):
             "mode_store": Out(Mode),
             "ready": Out(1),
             "fault": Out(1),
+            "ready_state": Out(1),
             "host": In(Signature(ADDR_WIDTH)),
             "fw": In(Signature(ADDR_WIDTH)),
+            "fw_id": In(OWNER_BITS),
             "mem_req": In(stream.Signature(mem_req_layout(cab))),
             "mem_resp": Out(stream.Signature(mem_resp_layout)),
             "desc": In(stream.Signature(desc_layout(addr_bits))),
@@ -305,20 +336,21 @@ class GpuCC(wiring.Component):
             self.mode.eq(ctrl.mode), self.mode_store.eq(ctrl.mode_store),
             self.ready.eq(ctrl.ready), self.fault.eq(ctrl.fault),
         ]
-        wiring.connect(m, wiring.flipped(self.host), ctrl.host)
         off = Signal()
         m.d.comb += off.eq(ctrl.mode == Mode.OFF)
+        m.submodules.rts = self._rts        # sync domain: the cold reset only, never the FLR
         for eng in (dma, copy):
             m.d.comb += [eng.prot_base.eq(0), eng.prot_limit.eq(self.protected),
                          eng.bb_base.eq(self.bb_base), eng.bb_limit.eq(self.bb_limit)]
 
-        self._key_block(m, g, off)
-        self._engines(m, off)
+        verified = self._ready_state(m, g)
+        self._key_block(m, g, off, verified)
+        self._engines(m, off, verified)
         self._memory(m, g, off)
         return m
 
     # ---- firmware port: cc_ctrl's registers and the DMA key block --------------------------
-    def _key_block(self, m, g, off):
+    def _key_block(self, m, g, off, verified):
         ctrl, dma, fw = self._ctrl, self._dma, self.fw
         mine = Signal()
         m.d.comb += mine.eq((fw.addr == DMA_KEY_CTRL) | (fw.addr == DMA_KEY_IV) |
@@ -326,9 +358,10 @@ class GpuCC(wiring.Component):
         # closed while cc_ctrl scrubs (as its own fw port is) and in the FLR cycle
         open_ = Signal()
         m.d.comb += open_.eq(ctrl.ready & ~self.flr)
+        rts_mine, rts_r_mine, rts_r_data = self._rts_block(m, open_, verified)
         m.d.comb += [
             ctrl.fw.addr.eq(fw.addr), ctrl.fw.w_data.eq(fw.w_data),
-            ctrl.fw.r_stb.eq(fw.r_stb & ~mine), ctrl.fw.w_stb.eq(fw.w_stb & ~mine),
+            ctrl.fw.r_stb.eq(fw.r_stb & ~mine & ~rts_mine), ctrl.fw.w_stb.eq(fw.w_stb & ~mine & ~rts_mine),
         ]
         iv = Signal(CTR_BITS)
         busy, refused = Signal(), Signal()
@@ -346,7 +379,7 @@ class GpuCC(wiring.Component):
                                           Cat(busy, refused, Const(0, 6), installs), 0))))
         with g.If(w & (fw.addr == DMA_KEY_IV)):
             g.d.sync += iv.eq(fw.w_data)
-        m.d.comb += fw.r_data.eq(Mux(r_mine, r_data, ctrl.fw.r_data))
+        m.d.comb += fw.r_data.eq(Mux(r_mine, r_data, Mux(rts_r_mine, rts_r_data, ctrl.fw.r_data)))
         # CC off: BAR0 is the host's (it may write KEY0..7), so no install is accepted
         with g.If(go & off):
             g.d.sync += refused.eq(1)
@@ -358,16 +391,113 @@ class GpuCC(wiring.Component):
             # the snapshot lets go of the key once the engine has it
             g.d.sync += [busy.eq(0), k_key.eq(0), installs.eq(installs + 1)]
 
+    # ---- the GPU ready state (GPU_READY): the CVM's verdict gates the DMA in CC on --------
+    def _ready_state(self, m, g):
+        """``GPU_READY`` on the host port, answered here (``cc_ctrl``'s decoupler never sees
+        it); returns the READY flip-flop. It lives in the ``dma`` domain, so every reset and
+        FLR clears it; a pending mode change (the store differs from the active mode)
+        clears it too and refuses a write of 1, so READY always speaks of the mode in force
+        and of the measurements reported since the last FLR."""
+        ctrl, host = self._ctrl, self.host
+        mine = Signal()
+        m.d.comb += mine.eq(host.addr == GPU_READY)
+        # the rest of the host's accesses go to cc_ctrl (its decoupler)
+        m.d.comb += [
+            ctrl.host.addr.eq(host.addr), ctrl.host.w_data.eq(host.w_data),
+            ctrl.host.r_stb.eq(host.r_stb & ~mine), ctrl.host.w_stb.eq(host.w_stb & ~mine),
+        ]
+        verified, held = Signal(), Signal()
+        # closed while cc_ctrl scrubs and in the FLR cycle: reads zero, writes ignored
+        open_ = Signal()
+        m.d.comb += open_.eq(ctrl.ready & ~self.flr)
+        pending = Signal()
+        m.d.comb += pending.eq(ctrl.mode_store != ctrl.mode)
+        with g.If(pending):
+            g.d.sync += verified.eq(0)
+        with g.Elif(host.w_stb & mine & open_):
+            g.d.sync += verified.eq(host.w_data[0])
+        r_mine, r_data = Signal(), Signal(2)
+        with g.If(host.r_stb):
+            g.d.sync += r_mine.eq(mine)
+        with g.If(host.r_stb & mine):
+            g.d.sync += r_data.eq(Mux(open_, Cat(verified, held), 0))
+        m.d.comb += [host.r_data.eq(Mux(r_mine, r_data, ctrl.host.r_data)), self.ready_state.eq(verified)]
+        # a descriptor refused for READY (offered in CC on / devtools after the scrub)
+        with g.If(self.desc.valid & (ctrl.mode != Mode.OFF) & ctrl.ready & ~verified):
+            g.d.sync += held.eq(1)
+        self._held = held
+        return verified
+
+    # ---- the RTS on the firmware port ------------------------------------------------------
+    def _rts_block(self, m, open_, verified):
+        """``RTS_CTRL``/``RTS_STATUS``/``RTS_COUNT``/``RTS_REFUSED``/``RTS_DATA0..11`` (and a
+        read of ``GPU_READY``) on the firmware port. Returns (address hit, read-data select,
+        read data). In the ``sync`` domain: only the cold reset clears it, as the store."""
+        rts, fw = self._rts, self.fw
+        sb = rts.slot_bits
+        words = [RTS_DATA + 4 * k for k in range(RTS_WORDS)]
+        hit = {a: Signal(name=f"fw_hit_{a:02x}") for a in (RTS_CTRL, RTS_STATUS, RTS_COUNT, RTS_REFUSED,
+                                                             GPU_READY, *words)}
+        for a, h in hit.items():
+            m.d.comb += h.eq(fw.addr == a)
+        mine = Signal()
+        m.d.comb += mine.eq(Cat(*hit.values()).any())
+        w = fw.w_stb & open_
+        value = [Signal(32, name=f"rts_wdata{k}") for k in range(RTS_WORDS)]   # the next extend's value
+        busy, refused = Signal(), Signal()
+        req_slot, req_owner = Signal(sb), Signal(OWNER_BITS)
+        ext_valid, rd_valid = Signal(), Signal()
+        last = Signal(rts.rd_resp.payload.shape())             # the last slot read
+        for k, a in enumerate(words):
+            with m.If(w & hit[a] & ~busy):                  # the value holds while an extend is in flight
+                m.d.sync += value[k].eq(fw.w_data)
+        go = w & hit[RTS_CTRL] & ~busy
+        want_ext, want_rd = (fw.w_data & RTS_EXTEND).any(), (fw.w_data & RTS_READ).any()
+        with m.If(go & (want_ext | want_rd)):
+            # the owner is the hardware id of the initiator on the bus, never a data field
+            m.d.sync += [busy.eq(1), req_slot.eq(fw.w_data[:sb]), req_owner.eq(self.fw_id),
+                         ext_valid.eq(want_ext), rd_valid.eq(~want_ext)]
+        m.d.comb += [
+            rts.extend.valid.eq(ext_valid), rts.extend.payload.slot.eq(req_slot),
+            rts.extend.payload.owner.eq(req_owner), rts.extend.payload.value.eq(Cat(*value)),
+            rts.rd.valid.eq(rd_valid), rts.rd.payload.slot.eq(req_slot),
+            rts.resp.ready.eq(1), rts.rd_resp.ready.eq(1),
+        ]
+        with m.If(ext_valid & rts.extend.ready):
+            m.d.sync += ext_valid.eq(0)
+        with m.If(rd_valid & rts.rd.ready):
+            m.d.sync += rd_valid.eq(0)
+        with m.If(rts.resp.valid):
+            m.d.sync += [busy.eq(0), refused.eq(rts.resp.payload.status == RtsStatus.REFUSED_OWNER)]
+        with m.If(rts.rd_resp.valid):
+            m.d.sync += [busy.eq(0), last.eq(rts.rd_resp.payload)]
+        # reads: registered, zero while closed
+        r_mine, r_data = Signal(), Signal(32)
+        lv = last.value
+        sel = Const(0, 32)
+        for k, a in enumerate(words):
+            sel = Mux(hit[a], lv[32 * k:32 * k + 32], sel)
+        sel = Mux(hit[RTS_STATUS], Cat(busy, refused, rts.ready, Const(0, 5), last.owner, last.bound), sel)
+        sel = Mux(hit[RTS_COUNT], last.count, sel)
+        sel = Mux(hit[RTS_REFUSED], rts.refused, sel)
+        sel = Mux(hit[GPU_READY], Cat(verified, self._held), sel)
+        with m.If(fw.r_stb):
+            m.d.sync += r_mine.eq(mine)
+        with m.If(fw.r_stb & mine):
+            m.d.sync += r_data.eq(Mux(open_, sel, 0))
+        return mine, r_mine, r_data
+
     # ---- descriptors: the mode picks the engine --------------------------------------------
-    def _engines(self, m, off):
+    def _engines(self, m, off, verified):
         dma, copy, ctrl = self._dma, self._copy, self._ctrl
         d = self.desc
-        # no descriptor before cc_ctrl's memory scrub is done
+        # no descriptor before cc_ctrl's memory scrub is done; in CC on / devtools none
+        # before the CVM set READY (held: not taken, nothing read or written)
         m.d.comb += [
             dma.desc.payload.eq(d.payload), copy.desc.payload.eq(d.payload),
-            dma.desc.valid.eq(d.valid & ~off & ctrl.ready),
+            dma.desc.valid.eq(d.valid & ~off & ctrl.ready & verified),
             copy.desc.valid.eq(d.valid & off & ctrl.ready),
-            d.ready.eq(ctrl.ready & Mux(off, copy.desc.ready, dma.desc.ready)),
+            d.ready.eq(ctrl.ready & Mux(off, copy.desc.ready, dma.desc.ready & verified)),
             self.status.valid.eq(Mux(off, copy.status.valid, dma.status.valid)),
             self.status.payload.eq(Mux(off, copy.status.payload, dma.status.payload)),
             dma.status.ready.eq(self.status.ready & ~off),

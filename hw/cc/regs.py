@@ -1,7 +1,12 @@
 """The ``cc_ctrl`` register map (BAR0 as the host sees it) and the BAR0 decoupler's
 allow-list: which register each mode lets the host read or write. Both are data, used by
 the RTL (:mod:`hw.cc.ctrl`), the golden model (:mod:`sw.cc.model`) and the generated
-documentation (:func:`doc_tables`, written into docs/cc.md by ``python -m scripts.gen_docs``)."""
+documentation (:func:`doc_tables`, written into docs/cc.md by ``python -m scripts.gen_docs``).
+
+:func:`gpu_register_map` is ``gpu_cc``'s own registers beside that map (hw/cc/gpu.py): the
+DMA key block and the RTS window on the firmware port, ``GPU_READY`` on both ports. They
+are not ``cc_ctrl``'s: its decoupler never sees ``GPU_READY``, and a host access to any
+other of them reaches ``cc_ctrl``, which refuses it (not in :data:`ALLOW`)."""
 import functools
 from pathlib import Path
 
@@ -10,7 +15,10 @@ from hw.csr import Access, Field, Register, RegisterMap
 from .layout import Mode
 
 __all__ = ["register_map", "ALLOW", "ROWS", "SCRUB", "allowed", "KEY_WORDS", "SCRATCH_WORDS",
-           "DOC", "DOC_BEGIN", "DOC_END", "doc_tables", "ADDR_WIDTH", "FW_ADDR_BITS"]
+           "DOC", "DOC_BEGIN", "DOC_END", "doc_tables", "ADDR_WIDTH", "FW_ADDR_BITS",
+           "gpu_register_map", "DMA_KEY_CTRL", "DMA_KEY_IV", "DMA_KEY_STATUS", "GPU_READY",
+           "RTS_CTRL", "RTS_STATUS", "RTS_COUNT", "RTS_REFUSED", "RTS_DATA", "RTS_WORDS",
+           "RTS_EXTEND", "RTS_READ"]
 
 R, W, RW, W1C, WO = Access.R, Access.W, Access.RW, Access.W1C, Access.WO
 ADDR_WIDTH = 8          # BAR0 byte address bits of the model (256 bytes)
@@ -64,6 +72,72 @@ def register_map():
         Field("value", 32, RW, desc="scrubbed by every reset")]) for k in range(SCRATCH_WORDS)]
     return RegisterMap("cc_ctrl", regs, addr_width=ADDR_WIDTH,
                        desc="BAR0 of the confidential-mode controller (hw/cc/regs.py).")
+
+
+# ---------------------------------------------------------------------------- gpu_cc's own
+DMA_KEY_CTRL = 0xC0     # fw W: bits 3:0 channel, bit 8 go (install KEY0..7 with DMA_KEY_IV)
+DMA_KEY_IV = 0xC4       # fw RW: the first IV counter of the next install (both directions)
+DMA_KEY_STATUS = 0xC8   # fw R: bit 0 busy, bit 1 refused (a go in CC off), bits 15:8 installs
+GPU_READY = 0x94        # host RW / fw R: the GPU ready state the CVM sets after verification
+RTS_CTRL = 0x98         # fw W: bits 5:0 slot, bit 8 extend by RTS_DATA, bit 9 read into RTS_DATA
+RTS_STATUS = 0x9C       # fw R: busy, refused, rts ready; owner and bound of the last read
+RTS_COUNT = 0xA0        # fw R: extend count of the last slot read
+RTS_REFUSED = 0xA4      # fw R: extends refused for the owner lock since the cold reset
+RTS_DATA = 0xCC         # fw: RTS_DATA0..11 at 0xCC + 4k (W: extend value, R: last read value)
+RTS_WORDS = 12          # 384 bits
+RTS_EXTEND, RTS_READ = 1 << 8, 1 << 9
+
+
+def gpu_register_map():
+    """``gpu_cc``'s registers beside ``cc_ctrl``'s map (the port each is on in brackets)."""
+    regs = [
+        Register(GPU_READY, "GPU_READY", "The GPU ready state (host RW, firmware R)", [
+            Field("ready", 1, RW, desc="set by the CVM once its verifier accepted the attestation report; "
+                  "while CC is on (or devtools) and this is 0, DMA descriptors are refused (held, "
+                  "not taken). Cleared by every reset and FLR and whenever the mode store differs "
+                  "from the active mode (a mode change pending); a write of 1 is ignored then. "
+                  "Firmware writes are ignored"),
+            Field("held", 1, R, desc="a descriptor was refused for READY since the last reset or FLR"),
+        ]),
+        Register(RTS_CTRL, "RTS_CTRL", "RTS request (firmware only)", [
+            Field("slot", 6, W, desc="measurement slot 0..63"),
+            Field("extend", 1, W, offset=8, desc="extend the slot by RTS_DATA0..11, as the RTM on the "
+                  "bus (owner id = the fw_id port, not a register); ignored while busy"),
+            Field("read", 1, W, desc="read the slot into RTS_DATA0..11, RTS_STATUS, RTS_COUNT; ignored while "
+                  "busy (extend wins if both are set)"),
+        ]),
+        Register(RTS_STATUS, "RTS_STATUS", "RTS status (firmware only)", [
+            Field("busy", 1, R, desc="a request is in flight (an extend takes 87 cycles, a read 3)"),
+            Field("refused", 1, R, desc="the last extend was refused: the slot is bound to another owner"),
+            Field("ready", 1, R, desc="the store's cold-reset scrub is done"),
+            Field("owner", 8, R, offset=8, desc="owner id of the last slot read"),
+            Field("bound", 1, R, desc="the last slot read has an owner"),
+        ]),
+        Register(RTS_COUNT, "RTS_COUNT", "Extends of the last slot read (firmware only)", [
+            Field("count", 32, R, desc="saturating at 2^32 - 1"),
+        ]),
+        Register(RTS_REFUSED, "RTS_REFUSED", "Extends refused for the owner lock (firmware only)", [
+            Field("count", 32, R, desc="since the cold reset, saturating"),
+        ]),
+        Register(DMA_KEY_CTRL, "DMA_KEY_CTRL", "DMA key install (firmware only)", [
+            Field("channel", 4, W, desc="cc_dma channel"),
+            Field("go", 1, W, offset=8, desc="install KEY0..7 with DMA_KEY_IV; refused in CC off"),
+        ]),
+        Register(DMA_KEY_IV, "DMA_KEY_IV", "First IV counter of the next install (firmware only)", [
+            Field("iv", 32, RW, desc="both directions"),
+        ]),
+        Register(DMA_KEY_STATUS, "DMA_KEY_STATUS", "DMA key install status (firmware only)", [
+            Field("busy", 1, R, desc="an install waits for the engine"),
+            Field("refused", 1, R, desc="a go in CC off, sticky until the next reset"),
+            Field("installs", 8, R, offset=8, desc="installs since the last reset or FLR"),
+        ]),
+    ]
+    regs += [Register(RTS_DATA + 4 * k, f"RTS_DATA{k}", f"RTS value, bits {32 * k + 31}..{32 * k} "
+                      "(firmware only)", [
+        Field("value", 32, RW, desc="written: the next extend's value; read: the last slot read "
+              "(byte 4k + j of the 48-byte measurement in bits 8j + 7..8j)")]) for k in range(RTS_WORDS)]
+    return RegisterMap("gpu_cc", regs, addr_width=ADDR_WIDTH,
+                       desc="gpu_cc's own registers beside cc_ctrl's (hw/cc/regs.py: gpu_register_map).")
 
 
 SCRUB = "SCRUB"                                   # the row used while the scrub runs
@@ -127,5 +201,7 @@ def doc_tables():
               "counted in DEC_COUNT, address latched in DEC_LOG). Any address not in the "
               "table is refused in every row.", ""]
     lines.append(register_map().markdown(heading="###").rstrip("\n"))
+    lines += [""]
+    lines.append(gpu_register_map().markdown(heading="###").rstrip("\n"))
     lines += ["", DOC_END]
     return "\n".join(lines)

@@ -31,7 +31,18 @@ from collections import deque
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from hw.cc.gpu import DMA_KEY_CTRL, DMA_KEY_IV, DMA_KEY_STATUS
+from hw.cc.gpu import (
+    DMA_KEY_CTRL,
+    DMA_KEY_IV,
+    DMA_KEY_STATUS,
+    GPU_READY,
+    RTS_COUNT,
+    RTS_CTRL,
+    RTS_DATA,
+    RTS_REFUSED,
+    RTS_SLOTS,
+    RTS_STATUS,
+)
 from hw.cc.layout import (
     Dir,
     Mode,
@@ -45,7 +56,7 @@ from hw.cc.layout import (
     status_layout,
     wr_layout,
 )
-from hw.cc.regs import register_map
+from hw.cc.regs import RTS_EXTEND, RTS_READ, RTS_WORDS, register_map
 from sw.cc.host import HostChannel, blocks, iv_block
 from sw.cc.model import Bus, CCCtrlModel, CCDmaModel, Desc
 from tb.common.csr import CsrBus
@@ -87,6 +98,7 @@ class CtrlChecks:
 
     KEY_OUTPUT = True     # cc_ctrl's ``key`` output is a port of the top
     FW_OWN = ()           # firmware addresses the top answers itself: idle cycles to the model
+    HOST_OWN = ()         # host addresses the top answers itself (never reach cc_ctrl): idle too
 
     def _src_code(self, src):
         """The initiator code ``cc_ctrl`` sees for a ``mem_req`` whose ``src`` is *src*."""
@@ -181,6 +193,8 @@ class CtrlChecks:
             hbus, fbus = self._bus(self.host), self._bus(self.fw)
             if fbus.addr in self.FW_OWN:
                 fbus = Bus()
+            if hbus.addr in self.HOST_OWN:
+                hbus = Bus()
             req, take = self._mem_transfer()
             self._on_cycle(flr, req)
             try:
@@ -496,7 +510,7 @@ class GpuTB(DmaTB):
     PROT = (0, PROTECTED)
     BOUNCE = (HOST_BASE + 0x1000, HOST_BASE + 0x9000)
 
-    def __init__(self, dut, idle=0.0, stall=0.0, latency=(1, 6)):
+    def __init__(self, dut, idle=0.0, stall=0.0, latency=(1, 6), auto_ready=True):
         super().__init__(dut, idle, stall, latency)
         self.host = CsrBus(dut, "host", self.clk)
         self.fw = CsrBus(dut, "fw", self.clk)
@@ -504,7 +518,11 @@ class GpuTB(DmaTB):
         self.ext_sink = StreamSink(dut, "mem_resp", self.clk)
         dut.flr.value = 0
         dut.mode_nv.value = 0
+        dut.fw_id.value = 0
         self.off = True             # the active mode is CC off (the plain copy engine)
+        # *auto_ready*: after every power-on and FLR into CC on / devtools the host sets
+        # GPU_READY at once (the tests about the DMA itself); the ready-state tests say False
+        self.auto_ready = auto_ready
 
     # ------------------------------------------------------------------ reset, mode
     def _forget(self, stale=False, statuses=True):
@@ -531,6 +549,20 @@ class GpuTB(DmaTB):
         await self.wait_ready()
         self.off = Mode(int(self.dut.mode.value)) is Mode.OFF
         assert int(self.dut.mode.value) == mode.value, f"power-on mode {int(self.dut.mode.value)}, not {mode}"
+        await self._auto_ready()
+
+    async def _auto_ready(self):
+        if self.auto_ready and not self.off:
+            await self.set_ready()
+
+    async def set_ready(self, value=1):
+        """The CVM's write of GPU_READY (host port)."""
+        await self.host.write(GPU_READY, value)
+
+    async def ready_reg(self, port=None):
+        """GPU_READY as *port* (default: the host) reads it: {"ready", "held"}."""
+        v = await (port or self.host).read(GPU_READY)
+        return {"ready": v & 1, "held": v >> 1 & 1}
 
     async def flr(self, wait=True, stale=False):
         """One-cycle FLR strobe; the testbench forgets what was in flight, as the RTL does.
@@ -554,6 +586,7 @@ class GpuTB(DmaTB):
         await ReadOnly()
         self.off = Mode(int(self.dut.mode.value)) is Mode.OFF
         await RisingEdge(self.clk)
+        await self._auto_ready()
 
     async def set_mode(self, mode):
         """The in-band tool's way: write the mode store from the host, then an FLR."""
@@ -586,6 +619,44 @@ class GpuTB(DmaTB):
         await self.write_key_regs(self.fw, bytes(32))
         if expect:
             self.model.install_key(ch, key, iv)
+
+    # ------------------------------------------------------------------ RTS (firmware port)
+    async def rts_wait(self, port=None):
+        """Poll RTS_STATUS until the request in flight is answered; returns the status dict."""
+        for _ in range(1000):
+            v = await (port or self.fw).read(RTS_STATUS)
+            if not v & 1:
+                return {"busy": 0, "refused": v >> 1 & 1, "ready": v >> 2 & 1,
+                        "owner": v >> 8 & 0xFF, "bound": v >> 16 & 1}
+        raise AssertionError("RTS_STATUS.busy never cleared")
+
+    async def rts_extend(self, slot, value, fw_id):
+        """An RTM's extend: RTS_DATA0..11 = *value* (48 bytes), then RTS_CTRL extend | slot,
+        all issued by the firmware initiator *fw_id* (the fw_id pins: the bus's source id,
+        which hardware sets). Returns True if the store refused it for the owner lock."""
+        assert len(value) == 48
+        self.dut.fw_id.value = fw_id
+        for k in range(RTS_WORDS):
+            await self.fw.write(RTS_DATA + 4 * k, int.from_bytes(value[4 * k:4 * k + 4], "little"))
+        await self.fw.write(RTS_CTRL, RTS_EXTEND | slot)
+        st = await self.rts_wait()
+        self.dut.fw_id.value = 0
+        return bool(st["refused"])
+
+    async def rts_read(self, slot, port=None):
+        """The RTR's read of *slot* through the RTL: {"value": 48 bytes, "owner", "bound", "count"}."""
+        port = port or self.fw
+        await port.write(RTS_CTRL, RTS_READ | slot)
+        st = await self.rts_wait(port)
+        words = [await port.read(RTS_DATA + 4 * k) for k in range(RTS_WORDS)]
+        return {"value": b"".join(w.to_bytes(4, "little") for w in words), "owner": st["owner"],
+                "bound": st["bound"], "count": await port.read(RTS_COUNT)}
+
+    async def rts_read_all(self):
+        return [await self.rts_read(k) for k in range(RTS_SLOTS)]
+
+    async def rts_refused(self):
+        return await self.fw.read(RTS_REFUSED)
 
     # ------------------------------------------------------------------ memory
     def poke(self, addr, data):

@@ -29,7 +29,7 @@ import random
 import cocotb
 from cocotb.triggers import RisingEdge
 
-from hw.cc.gpu import DMA_KEY_CTRL, DMA_KEY_IV, DMA_KEY_STATUS
+from hw.cc.gpu import DMA_KEY_CTRL, DMA_KEY_IV, DMA_KEY_STATUS, FW_RTS_BLOCK, GPU_READY
 from hw.cc.layout import CTR_LIMIT, Dir, Mode, Src, Status
 from hw.cc.regs import SCRUB, allowed, register_map
 from sw.cc.host import HostChannel
@@ -57,12 +57,14 @@ ADDRS = [r.addr for r in register_map()] + list(UNMAPPED)
 # ================================================================== scoreboard
 class RegScoreboard(CtrlChecks):
     """:class:`tb.cc.env.CtrlChecks` on ``gpu_cc``'s ``cc_ctrl`` side: ``gpu_cc`` has no
-    ``key`` port, answers the DMA key block of the firmware port itself (fed to the model
-    as idle cycles, not checked) and turns the DMA's initiator code into 3. Valid while no
+    ``key`` port, answers the DMA key block and the RTS window of the firmware port and
+    ``GPU_READY`` of the host port itself (fed to the model as idle cycles, not checked)
+    and turns the DMA's initiator code into 3. Valid while no
     DMA traffic shares the memory."""
 
     KEY_OUTPUT = False
-    FW_OWN = KEY_BLOCK
+    FW_OWN = KEY_BLOCK + FW_RTS_BLOCK
+    HOST_OWN = (GPU_READY,)
 
     def __init__(self, tb):
         self.tb, self.dut, self.clk, self.host, self.fw = tb, tb.dut, tb.clk, tb.host, tb.fw

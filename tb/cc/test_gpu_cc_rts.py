@@ -1,0 +1,391 @@
+"""cocotb regression of ``gpu_cc``'s RTS (the ``MeasurementStore`` on the firmware port) and
+its GPU ready state (``GPU_READY``, the CVM's verdict gating the DMA), docs/cc.md.
+
+- ``rts_extend_read``: RTMs extend slots through the firmware port; the RTR reads them back
+  through the same port: values equal the hashlib chain SHA-384(old ‖ value) (computed
+  here, and by :class:`sw.rts.model.MeasurementStore` alongside), owner = the firmware
+  initiator's hardware id (the ``fw_id`` pins), count, ``bound``. The host can neither
+  extend nor read nor write the store: its accesses to the whole RTS window are refused by
+  ``cc_ctrl``'s decoupler (counted in ``DEC_COUNT``), in CC off, on and devtools alike,
+  and every slot stays as it was.
+- ``rts_owner_lock``: a slot bound by one firmware initiator refuses every other one
+  (``RTS_STATUS.refused``, ``RTS_REFUSED`` counts, slot unchanged) and keeps taking its
+  owner's extends; the owner is the initiator on the bus at the go, whatever data the
+  firmware wrote.
+- ``rts_resets``: FLR (with and without a mode change) leaves every slot, binding, count and
+  the refusal counter; the cold reset clears them all (scrub) and frees the bindings.
+- ``ready_gates_dma``: in CC on, with keys installed, a descriptor is held (not taken:
+  ``desc.ready`` low, no read or write on any memory, no status) while ``GPU_READY`` is 0,
+  ``GPU_READY.held`` says so; once the host sets READY it runs. An FLR clears READY (held
+  again), a mode write clears it at once and a write of 1 is ignored until the FLR that
+  applies the mode; in devtools it gates as in CC on; in CC off it does not gate.
+- ``attested_session_flow``: the whole chain. RTMs extend through the RTL (firmware,
+  VBIOS, and the policy RTM that reads the active CC mode through the firmware port, so
+  devtools or CC on shows in the report); the RTR (``sw.spdm`` responder) reports the
+  slots it read through the RTL; the CVM (``sw.spdm`` requester) runs the session in
+  H100 order and gets the signed report; a stand-in verifier checks its signature under
+  the attestation certificate over the transcript with the requester's nonce, and the
+  measurements against the hashlib chain of what the RTMs extended. A report with one
+  byte changed fails the stand-in check: READY stays 0, DMA held. The good one: the host
+  writes READY and DMA traffic keyed by the session's keys (installed through the
+  firmware port) runs both ways.
+"""
+import dataclasses
+import hashlib
+import random
+
+import cocotb
+from cocotb.triggers import ReadOnly, RisingEdge
+from cryptography.exceptions import InvalidTag
+
+from hw.cc import GpuCC
+from hw.cc.gpu import GPU_READY, RTS_CTRL, RTS_DATA, RTS_SLOTS, RTS_STATUS
+from hw.cc.layout import Dir, Mode, Status
+from hw.cc.regs import RTS_EXTEND, RTS_READ, RTS_WORDS
+from sw.cc.host import FrameError, HostChannel, blocks
+from sw.cc.model import Desc
+from sw.rts.model import MeasurementStore as RtsModel
+from sw.spdm.dma import DMA_KEY_CTRL as SPDM_KEY_CTRL
+from sw.spdm.dma import session_key_writes
+from sw.spdm.errors import SignatureError
+from sw.spdm.identity import Manufacturer
+from sw.spdm.messages import V12
+from sw.spdm.requester import Requester
+from sw.spdm.responder import Responder
+from sw.spdm.signing import MEASUREMENTS_CONTEXT, verify
+
+from .env import FRAME_BLOCKS, PARAMS, REG, Alloc, GpuTB, outbound, read_frame
+
+GPU = GpuCC(**PARAMS)
+SIG = 96                    # ECDSA P-384 signature, r ‖ s
+
+# the RTMs of the flow test: firmware initiator id -> (slot, what it measures)
+RTM_FW, RTM_VBIOS, RTM_POLICY = 1, 2, 3
+SLOT_FW, SLOT_VBIOS, SLOT_POLICY = 0, 1, 2
+
+
+def chain(values):
+    """SHA-384 extend chain from zero, written out here (not the model's)."""
+    v = bytes(48)
+    for x in values:
+        v = hashlib.sha384(v + x).digest()
+    return v
+
+
+def policy_value(mode):
+    """What the policy RTM extends for the active CC mode (devtools visible in the report)."""
+    return hashlib.sha384(b"cc_mode" + bytes([mode])).digest()
+
+
+async def dec_count(tb):
+    return await tb.host.read(REG["DEC_COUNT"])
+
+
+async def check_slots(tb, model, slots, what):
+    for s in slots:
+        got = await tb.rts_read(s)
+        want = model.read(s)
+        assert got == {"value": want.value, "owner": want.owner, "bound": int(want.bound),
+                       "count": want.count}, f"{what}: slot {s}: RTL {got}, model {want}"
+
+
+async def host_cannot_touch(tb, slots_model, what):
+    """Every host access to the RTS window is refused and counted; no slot changes."""
+    d0 = await dec_count(tb)
+    n = 0
+    for k in range(RTS_WORDS):
+        await tb.host.write(RTS_DATA + 4 * k, 0xDEAD_0000 + k)
+        n += 1
+    for slot in (0, 7, RTS_SLOTS - 1):
+        await tb.host.write(RTS_CTRL, RTS_EXTEND | slot)
+        await tb.host.write(RTS_CTRL, RTS_READ | slot)
+        n += 2
+    for a in (RTS_STATUS, RTS_DATA, RTS_DATA + 44):
+        assert await tb.host.read(a) == 0, f"{what}: the host read {a:#x} as nonzero"
+        n += 1
+    for _ in range(GPU.rts_extend_cycles + 5):
+        await RisingEdge(tb.clk)
+    assert await dec_count(tb) == d0 + n, f"{what}: {await dec_count(tb) - d0} of the host's {n} RTS accesses refused"
+    await check_slots(tb, slots_model, range(RTS_SLOTS), f"{what}: after the host's tries")
+
+
+@cocotb.test()
+async def rts_extend_read(dut):
+    """Extends from the firmware port, read back through it; the host cannot reach the RTS."""
+    tb = GpuTB(dut)
+    await tb.power_on(Mode.ON)
+    model = RtsModel(RTS_SLOTS)
+    hist = {}
+    plan = [(0, 1), (5, 4), (RTS_SLOTS - 1, 9), (0, 1), (5, 4), (0, 1), (33, 200)]
+    for slot, owner in plan:
+        value = random.randbytes(48)
+        assert not await tb.rts_extend(slot, value, owner), f"extend of slot {slot} refused"
+        model.extend(slot, owner, value)
+        hist.setdefault(slot, []).append(value)
+        got = await tb.rts_read(slot)
+        assert got["value"] == chain(hist[slot]), f"slot {slot}: not the hashlib chain of its extends"
+        assert (got["owner"], got["bound"], got["count"]) == (owner, 1, len(hist[slot])), f"slot {slot}: {got}"
+    await check_slots(tb, model, range(RTS_SLOTS), "after the extends")
+    assert await tb.rts_refused() == 0
+    for mode in (Mode.ON, Mode.OFF, Mode.DEVTOOLS):
+        if int(dut.mode.value) != mode.value:
+            await tb.set_mode(mode)
+        await host_cannot_touch(tb, model, f"{mode.name}")
+
+
+@cocotb.test()
+async def rts_owner_lock(dut):
+    """A bound slot takes extends from its owner initiator only."""
+    tb = GpuTB(dut)
+    await tb.power_on(Mode.ON)
+    model = RtsModel(RTS_SLOTS)
+    slot = 7
+    for owner in (1, 1):
+        v = random.randbytes(48)
+        assert not await tb.rts_extend(slot, v, owner)
+        model.extend(slot, owner, v)
+    before = await tb.rts_read(slot)
+    for k, other in enumerate((2, 0, 255), 1):
+        assert await tb.rts_extend(slot, random.randbytes(48), other), f"initiator {other} extended slot {slot}"
+        assert await tb.rts_read(slot) == before, f"initiator {other}: slot {slot} changed"
+        assert await tb.rts_refused() == k, f"RTS_REFUSED {await tb.rts_refused()}, not {k}"
+    # the owner id is the bus's, not the data: initiator 2 writing the value words and
+    # initiator 1 issuing the go extends as owner 1
+    v = random.randbytes(48)
+    dut.fw_id.value = 2
+    for k in range(RTS_WORDS):
+        await tb.fw.write(RTS_DATA + 4 * k, int.from_bytes(v[4 * k:4 * k + 4], "little"))
+    dut.fw_id.value = 1
+    await tb.fw.write(RTS_CTRL, RTS_EXTEND | slot)
+    st = await tb.rts_wait()
+    dut.fw_id.value = 0
+    assert not st["refused"], "the owner's go was refused"
+    model.extend(slot, 1, v)
+    await check_slots(tb, model, [slot], "owner's extend after the refusals")
+    # a free slot binds to whoever extends it first
+    assert not await tb.rts_extend(8, v, 2)
+    assert await tb.rts_extend(8, v, 1), "slot 8, bound to 2, took initiator 1's extend"
+
+
+@cocotb.test()
+async def rts_resets(dut):
+    """FLR keeps the measurements; the cold reset scrubs them."""
+    tb = GpuTB(dut)
+    await tb.power_on(Mode.ON)
+    model = RtsModel(RTS_SLOTS)
+    for slot in random.sample(range(RTS_SLOTS), 6) + [RTS_SLOTS - 1]:
+        v = random.randbytes(48)
+        owner = random.randrange(1, 256)
+        if model.read(slot).bound:
+            owner = model.read(slot).owner
+        assert not await tb.rts_extend(slot, v, owner)
+        model.extend(slot, owner, v)
+    assert await tb.rts_extend(RTS_SLOTS - 1, bytes(48), (model.read(RTS_SLOTS - 1).owner + 1) % 256)
+    model.extend(RTS_SLOTS - 1, (model.read(RTS_SLOTS - 1).owner + 1) % 256, bytes(48))
+    assert await tb.rts_refused() == 1
+    await tb.flr()
+    await check_slots(tb, model, range(RTS_SLOTS), "after an FLR")
+    await tb.set_mode(Mode.DEVTOOLS)
+    await check_slots(tb, model, range(RTS_SLOTS), "after the FLR into devtools")
+    assert await tb.rts_refused() == 1, "the FLR cleared RTS_REFUSED"
+    # cold reset: everything zero, unbound
+    await tb.power_on(Mode.ON)
+    st = await tb.rts_wait()
+    assert st["ready"] == 1
+    assert await tb.rts_refused() == 0, "RTS_REFUSED survived the cold reset"
+    model.reset()
+    await check_slots(tb, model, range(RTS_SLOTS), "after the cold reset")
+    assert not await tb.rts_extend(RTS_SLOTS - 1, bytes(48), 77), "a formerly bound slot refused a new owner"
+
+
+# ---------------------------------------------------------------------------- READY
+async def desc_held(tb, cycles, what):
+    """The descriptor offered now is not taken for *cycles* cycles, nothing moves."""
+    await RisingEdge(tb.clk)          # the pokes of the descriptor's data land at this edge
+    writes, reads, statuses = len(tb.writes), tb.reads, len(tb.statuses)
+    dev = [tb.dev(a) for a in range(tb.PROT[1])]
+    for _ in range(cycles):
+        await ReadOnly()
+        assert int(tb.dut.desc__valid.value), f"{what}: no descriptor offered"
+        assert not int(tb.dut.desc__ready.value), f"{what}: a descriptor was taken without READY"
+        assert not int(tb.dut.rd_req__valid.value) and not int(tb.dut.wr__valid.value), \
+            f"{what}: host memory traffic without READY"
+        await RisingEdge(tb.clk)
+    assert (len(tb.writes), tb.reads, len(tb.statuses)) == (writes, reads, statuses), f"{what}: something moved"
+    assert [tb.dev(a) for a in range(tb.PROT[1])] == dev, f"{what}: device memory changed"
+    got = await tb.ready_reg()
+    assert got == {"ready": 0, "held": 1}, f"{what}: GPU_READY {got}"
+    assert await tb.ready_reg(tb.fw) == got, f"{what}: the firmware reads GPU_READY otherwise"
+
+
+async def runs_after_ready(tb, key, d, pt, what):
+    await tb.set_ready()
+    assert await tb.ready_reg() == {"ready": 1, "held": 1}
+    await tb.drain()
+    assert tb.statuses[-1][1]["code"] is Status.OK, f"{what}: {tb.statuses[-1][1]}"
+    assert HostChannel(key, d.ch, 0).open(read_frame(tb.mem, d.dst, d.len + 2)) == pt, f"{what}: frame"
+
+
+@cocotb.test()
+async def ready_gates_dma(dut):
+    """DMA held before READY, runs after; FLR and mode changes clear READY; CC off ungated."""
+    tb = GpuTB(dut, auto_ready=False)
+    await tb.power_on(Mode.ON)
+    assert await tb.ready_reg() == {"ready": 0, "held": 0}, "READY set at power-on"
+    prot, bounce = Alloc(tb.PROT), Alloc(tb.BOUNCE)
+    key = random.randbytes(32)
+    # the firmware cannot set READY (its write is ignored)
+    await tb.fw.write(GPU_READY, 1)
+    assert (await tb.ready_reg())["ready"] == 0, "a firmware write set READY"
+    for rnd, what in enumerate(("power-on", "FLR")):
+        await tb.install(0, key, 0)
+        d, pt = outbound(tb, prot, bounce, 0, random.randint(1, FRAME_BLOCKS), rnd)
+        tb.submit(d)
+        await desc_held(tb, 300, f"CC on after {what}")
+        await runs_after_ready(tb, key, d, pt, f"CC on after {what}")
+        tb.check()
+        await tb.flr()
+        assert await tb.ready_reg() == {"ready": 0, "held": 0}, "the FLR left READY set"
+    # a mode write clears READY at once; a write of 1 is refused until the FLR applies it
+    await tb.set_ready()
+    assert (await tb.ready_reg())["ready"] == 1
+    await tb.host.write(REG["CC_MODE_SET"], Mode.DEVTOOLS.value)
+    assert (await tb.ready_reg())["ready"] == 0, "a mode write left READY set"
+    await tb.set_ready()
+    assert (await tb.ready_reg())["ready"] == 0, "READY set with a mode change pending"
+    await tb.flr()
+    assert int(dut.mode.value) == Mode.DEVTOOLS.value
+    await tb.install(0, key, 0)
+    d, pt = outbound(tb, prot, bounce, 0, 4, 9)
+    tb.submit(d)
+    await desc_held(tb, 100, "devtools")
+    await runs_after_ready(tb, key, d, pt, "devtools")
+    # the firmware's mode write (the other port) clears it as well
+    await tb.fw.write(REG["CC_MODE_SET"], Mode.OFF.value)
+    assert (await tb.ready_reg())["ready"] == 0, "the firmware's mode write left READY set"
+    await tb.flr()
+    assert int(dut.mode.value) == Mode.OFF.value
+    # CC off: READY 0 and plain copies run
+    assert (await tb.ready_reg())["ready"] == 0
+    d, pt = outbound(tb, prot, bounce, 0, 5, 10)
+    tb.submit(d)
+    await tb.drain()
+    assert tb.statuses[-1][1]["code"] is Status.OK and read_frame(tb.mem, d.dst, 5) == pt, \
+        "CC off: READY gated the plain copy"
+    assert (await tb.ready_reg())["held"] == 0
+    tb.check()
+
+
+# ---------------------------------------------------------------------------- the chain
+def stand_in_verify(requester, result, nonces, expected_slots):
+    """The CVM's check before it sets READY (stand-in for sw/attest's verifier): the report's
+    signature under the attestation certificate over the transcript (VCA ‖ GET_MEASUREMENTS
+    ‖ MEASUREMENTS without the signature), the request carrying a nonce this requester drew,
+    and the measurements against the reference values. Raises on any failure."""
+    req, rsp = result.report_request, result.report_response
+    leaf = result.certificates[-1].public_key()
+    transcript = (requester.vca if result.version >= V12 else b"") + req + rsp[:-SIG]
+    verify(leaf, result.version, MEASUREMENTS_CONTEXT, transcript, rsp[-SIG:])
+    if req[4:36] not in nonces:
+        raise SignatureError("the report answers a nonce this verifier did not send")
+    got = [b.dmtf_value().value for b in result.measurements]
+    for slot, want in expected_slots.items():
+        if got[slot] != want:
+            raise SignatureError(f"slot {slot}: measurement differs from the reference")
+
+
+@cocotb.test()
+@cocotb.parametrize(mode=[Mode.ON, Mode.DEVTOOLS])
+async def attested_session_flow(dut, mode):
+    """RTMs → RTS (RTL) → RTR report → CVM verification → READY → DMA under the session keys."""
+    tb = GpuTB(dut, auto_ready=False)
+    await tb.power_on(mode)
+    # ---- RTMs extend through the firmware port, each as its own initiator ----------------
+    fw_image, vbios = random.randbytes(48), random.randbytes(48)
+    assert not await tb.rts_extend(SLOT_FW, fw_image, RTM_FW)
+    assert not await tb.rts_extend(SLOT_VBIOS, vbios, RTM_VBIOS)
+    active = await tb.fw.read(REG["CC_MODE"]) & 3           # the policy RTM reads the mode
+    assert active == mode.value
+    assert not await tb.rts_extend(SLOT_POLICY, policy_value(active), RTM_POLICY)
+    reference = {SLOT_FW: chain([fw_image]), SLOT_VBIOS: chain([vbios]),
+                 SLOT_POLICY: chain([policy_value(mode.value)])}
+    # ---- the RTR reads every slot through the RTL ----------------------------------------
+    slots = await tb.rts_read_all()
+    values, counts = [s["value"] for s in slots], [s["count"] for s in slots]
+    manufacturer = Manufacturer()
+    device = manufacturer.issue_device(0x4100_0002)
+    responder = Responder(device, lambda: values, extend_counts=lambda: counts)
+    # ---- the CVM: session and report; the stand-in verifier ------------------------------
+    nonces = []
+
+    def rng(n):
+        b = random.randbytes(n)
+        if n == 32:
+            nonces.append(b)
+        return b
+
+    requester = Requester(responder.handle, manufacturer.root, rng=rng)
+    result = requester.run(h100_order=True)
+    # a report with one byte changed (the firmware measurement, the opaque data, the
+    # signature) fails the check
+    rsp = result.report_response
+    for where in (rsp.index(chain([fw_image])) + random.randrange(48), len(rsp) - SIG - 1,
+                  len(rsp) - 1 - random.randrange(SIG)):
+        bad = bytearray(rsp)
+        bad[where] ^= 1 << random.randrange(8)
+        forged = dataclasses.replace(result, report_response=bytes(bad))
+        try:
+            stand_in_verify(requester, forged, nonces, reference)
+        except (SignatureError, ValueError):
+            pass
+        else:
+            raise AssertionError(f"a report changed at byte {where} passed the check")
+    # ...so the host does not set READY: the DMA stays refused
+    for addr, value in session_key_writes(responder.session_keys, in_channel=0, out_channel=1):
+        await tb.fw.write(addr, value)
+        if addr == SPDM_KEY_CTRL:
+            for _ in range(10_000):
+                if not (await tb.key_status())["busy"]:
+                    break
+            else:
+                raise AssertionError("the session key install never completed")
+            ch = value & 0xFF
+            tb.model.install_key(ch, (responder.session_keys.request if ch == 0
+                                      else responder.session_keys.response).key, 0)
+    to_gpu = HostChannel(result.keys.request.key, 0)
+    from_gpu = HostChannel(result.keys.response.key, 1)
+    bounce, prot = Alloc(tb.BOUNCE), Alloc(tb.PROT)
+    n = random.randint(1, FRAME_BLOCKS)
+    data = random.randbytes(16 * n)
+    src, dst = bounce.take(n + 2), prot.take(n)
+    for j, b in enumerate(blocks(to_gpu.seal(data))):
+        tb.poke(src + j, b)
+    assert tb.submit(Desc(Dir.IN, 0, n, src, dst, 1)) is Status.OK
+    await desc_held(tb, 200, "before verification")
+    # ---- the good report passes; the measurements are those the RTL holds ----------------
+    stand_in_verify(requester, result, nonces, reference)
+    assert [b.dmtf_value().value for b in result.measurements] == values
+    assert values[SLOT_POLICY] == chain([policy_value(mode.value)]), "the report does not carry the CC mode"
+    assert values[3:] == [bytes(48)] * (RTS_SLOTS - 3)
+    await tb.set_ready()
+    await tb.drain()
+    assert tb.statuses[-1][1]["code"] is Status.OK, f"IN under the session key: {tb.statuses[-1][1]}"
+    out = bounce.take(n + 2)
+    assert tb.submit(Desc(Dir.OUT, 1, n, dst, out, 2)) is Status.OK
+    await tb.drain()
+    frame = read_frame(tb.mem, out, n + 2)
+    try:
+        HostChannel(result.keys.request.key, 1).open(frame)
+    except (FrameError, InvalidTag):
+        pass
+    else:
+        raise AssertionError("an OUT frame opened under the request-direction key")
+    assert from_gpu.open(frame) == data, "the CVM reads other bytes"
+    tb.check()
+
+
+def test_gpu_cc_rts():
+    """pytest entry: this module's cocotb tests on ``gpu_cc``."""
+    from tb.common.sim import run
+
+    run("gpu_cc", "tb.cc.test_gpu_cc_rts")
