@@ -21,7 +21,7 @@ from sw.spdm.messages import decode_cert_chain
 from .errors import ChainFormatError
 
 __all__ = ["PathError", "check_path", "load_pem_chain", "load_spdm_chain", "load_chain", "certificate_fwid",
-           "FWID_OID", "der"]
+           "FWID_OID", "der", "parsed"]
 
 FWID_OID = "2.23.133.5.4.1"           # TCG DICE TcbInfo: the FWID of the firmware that holds the key
 _SHA384_OID_DER = bytes.fromhex("0609608648016503040202")
@@ -35,6 +35,23 @@ def der(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.DER)
 
 
+def parsed(cert: x509.Certificate) -> x509.Certificate:
+    """*cert* after every field the checks read has been decoded (``cryptography`` decodes
+    lazily, so a malformed field would otherwise surface mid-check); ChainFormatError if any
+    does not decode."""
+    try:
+        cert.subject.rfc4514_string()
+        cert.issuer.rfc4514_string()
+        cert.not_valid_before_utc, cert.not_valid_after_utc, cert.serial_number  # noqa: B018
+        list(cert.extensions)
+        cert.public_key()
+        cert.signature_hash_algorithm  # noqa: B018
+        cert.tbs_certificate_bytes, cert.signature  # noqa: B018
+    except Exception as e:  # noqa: BLE001 - ValueError, UnsupportedAlgorithm, ...: all malformed input
+        raise ChainFormatError(f"certificate field does not decode: {type(e).__name__}: {e}") from None
+    return cert
+
+
 def load_pem_chain(text: bytes) -> list:
     """NVIDIA's chain file: PEM certificates leaf first, root last. The text must be the
     canonical PEM of the certificates it holds (64-column base64, ``\\n`` line ends, at most
@@ -44,8 +61,10 @@ def load_pem_chain(text: bytes) -> list:
         raise ChainFormatError(f"a PEM chain is bytes, not {type(text).__name__}")
     text = bytes(text)
     try:
-        certs = x509.load_pem_x509_certificates(text)
+        certs = [parsed(c) for c in x509.load_pem_x509_certificates(text)]
     except ValueError as e:
+        if isinstance(e, ChainFormatError):
+            raise
         raise ChainFormatError(f"PEM chain does not parse: {e}") from None
     canonical = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certs)
     if text.removesuffix(b"\n") != canonical.removesuffix(b"\n"):
@@ -61,7 +80,9 @@ def load_spdm_chain(chain: bytes) -> list:
         raise ChainFormatError(f"an SPDM chain is bytes, not {type(chain).__name__}")
     try:
         root_hash, ders = decode_cert_chain(bytes(chain))
-        certs = [x509.load_der_x509_certificate(d) for d in ders]
+        certs = [parsed(x509.load_der_x509_certificate(d)) for d in ders]
+    except ChainFormatError:
+        raise
     except (SpdmError, ValueError, TypeError) as e:
         raise ChainFormatError(f"SPDM certificate chain does not parse: {e}") from None
     if not certs:
@@ -79,7 +100,7 @@ def load_chain(data) -> list:
     if isinstance(data, (bytes, bytearray)):
         return load_pem_chain(data) if bytes(data[:10]) == b"-----BEGIN" else load_spdm_chain(data)
     if isinstance(data, (list, tuple)) and data and all(isinstance(c, x509.Certificate) for c in data):
-        return list(data)
+        return [parsed(c) for c in data]
     raise ChainFormatError(f"a certificate chain is PEM bytes, SPDM chain bytes or certificates, not {data!r:.60}")
 
 

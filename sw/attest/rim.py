@@ -42,8 +42,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 from lxml import etree
 
-from .certs import PathError, check_path, der
-from .errors import RimFormatError, RimSignatureError
+from .certs import PathError, check_path, der, parsed
+from .errors import ChainFormatError, RimFormatError, RimSignatureError
 from .identity import RimSigner
 
 __all__ = ["Rim", "GoldenMeasurement", "parse_rim", "verify_rim_signature", "write_rim", "SWID_NS", "TCG_NS",
@@ -179,7 +179,10 @@ def _b64(text, what):
 
 
 def _c14n(elem, exclusive):
-    return etree.tostring(elem, method="c14n", exclusive=exclusive, with_comments=False)
+    try:
+        return etree.tostring(elem, method="c14n", exclusive=exclusive, with_comments=False)
+    except etree.Error as e:  # libxml2 refuses e.g. a relative namespace URI
+        raise RimFormatError(f"RIM cannot be canonicalized: {e}") from None
 
 
 def _without_signature(root, signature):
@@ -230,10 +233,12 @@ def _signed_info(root):
     if not cert_elems or len(cert_elems) != len(x509data):
         raise RimFormatError("X509Data must hold X509Certificate elements only")
     try:
-        certs = [x509.load_der_x509_certificate(_b64(e.text, "X509Certificate")) for e in cert_elems]
+        certs = [parsed(x509.load_der_x509_certificate(_b64(e.text, "X509Certificate"))) for e in cert_elems]
     except ValueError as e:
         if isinstance(e, RimFormatError):
             raise
+        if isinstance(e, ChainFormatError):
+            raise RimFormatError(f"a KeyInfo certificate: {e}") from None
         raise RimFormatError(f"a KeyInfo certificate does not parse: {e}") from None
     return sig, si, _C14N[c14n_alg], _C14N[transforms[1]], digest, signature, certs
 

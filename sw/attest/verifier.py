@@ -238,8 +238,8 @@ def verify(report: bytes, cert_chain, driver_rim: bytes, vbios_rim: bytes, *, no
     claims["driver_version"] = op.get(OpaqueField.DRIVER_VERSION, b"").removesuffix(b"\0").decode("ascii", "replace")
     vbios = op.get(OpaqueField.VBIOS_VERSION)
     claims["vbios_version"] = format_vbios_version(vbios) if vbios else ""
-    claims["hwmodel"] = (certs[1].subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME) or [None])[0]
-    claims["hwmodel"] = claims["hwmodel"].value if claims["hwmodel"] is not None else None
+    cn = certs[1].subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME) if len(certs) > 1 else []
+    claims["hwmodel"] = cn[0].value if cn else None  # NVIDIA's hwmodel claim: the device CA's CN
 
     # certificate chain, FWID, OCSP
     path = None
