@@ -7,9 +7,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509 import ocsp
 
-from sw.attest.conftest import AT, Env
 from sw.attest.errors import AttestInputError, OcspError
 from sw.attest.ocsp import OcspClient, OcspResponder, build_request, check_response
+from sw.attest.testbed import AT, Env
 from sw.spdm.identity import Manufacturer
 
 NONCE = bytes(range(32))

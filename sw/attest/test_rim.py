@@ -5,11 +5,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sw.attest.conftest import AT
 from sw.attest.errors import AttestError, RimFormatError, RimSignatureError
 from sw.attest.firmware import DRIVER_SLOTS, VBIOS_SLOTS, ModelledFirmware, decode_policy, policy_value
 from sw.attest.identity import RimAuthority
 from sw.attest.rim import parse_rim, verify_rim_signature, write_rim
+from sw.attest.testbed import AT
 
 
 @pytest.fixture(scope="module")

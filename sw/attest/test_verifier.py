@@ -72,7 +72,7 @@ def test_stale_nonce_rejected(env, good):
 
 
 def test_revoked_attestation_cert_rejected(env):
-    from sw.attest.conftest import Env
+    from sw.attest.testbed import Env
     own = Env()  # its own responder: revocation must not leak into the other tests
     leaf, issuer = own.device.certificates[-1], own.device.certificates[-2]
     own.ocsp.revoke(leaf, issuer)
