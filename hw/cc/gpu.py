@@ -406,7 +406,7 @@ class GpuCC(wiring.Component):
             ctrl.host.addr.eq(host.addr), ctrl.host.w_data.eq(host.w_data),
             ctrl.host.r_stb.eq(host.r_stb & ~mine), ctrl.host.w_stb.eq(host.w_stb & ~mine),
         ]
-        verified, held = Signal(), Signal()
+        verified, held = Signal(name="ready_state_q"), Signal(name="ready_held")
         # closed while cc_ctrl scrubs and in the FLR cycle: reads zero, writes ignored
         open_ = Signal()
         m.d.comb += open_.eq(ctrl.ready & ~self.flr)
@@ -416,7 +416,7 @@ class GpuCC(wiring.Component):
             g.d.sync += verified.eq(0)
         with g.Elif(host.w_stb & mine & open_):
             g.d.sync += verified.eq(host.w_data[0])
-        r_mine, r_data = Signal(), Signal(2)
+        r_mine, r_data = Signal(name="ready_r_mine"), Signal(2, name="ready_r_data")
         with g.If(host.r_stb):
             g.d.sync += r_mine.eq(mine)
         with g.If(host.r_stb & mine):
@@ -444,10 +444,10 @@ class GpuCC(wiring.Component):
         m.d.comb += mine.eq(Cat(*hit.values()).any())
         w = fw.w_stb & open_
         value = [Signal(32, name=f"rts_wdata{k}") for k in range(RTS_WORDS)]   # the next extend's value
-        busy, refused = Signal(), Signal()
-        req_slot, req_owner = Signal(sb), Signal(OWNER_BITS)
-        ext_valid, rd_valid = Signal(), Signal()
-        last = Signal(rts.rd_resp.payload.shape())             # the last slot read
+        busy, refused = Signal(name="rts_busy"), Signal(name="rts_refused_last")
+        req_slot, req_owner = Signal(sb, name="rts_req_slot"), Signal(OWNER_BITS, name="rts_req_owner")
+        ext_valid, rd_valid = Signal(name="rts_ext_valid"), Signal(name="rts_rd_valid")
+        last = Signal(rts.rd_resp.payload.shape(), name="rts_last")     # the last slot read
         for k, a in enumerate(words):
             with m.If(w & hit[a] & ~busy):                  # the value holds while an extend is in flight
                 m.d.sync += value[k].eq(fw.w_data)
@@ -472,7 +472,7 @@ class GpuCC(wiring.Component):
         with m.If(rts.rd_resp.valid):
             m.d.sync += [busy.eq(0), last.eq(rts.rd_resp.payload)]
         # reads: registered, zero while closed
-        r_mine, r_data = Signal(), Signal(32)
+        r_mine, r_data = Signal(name="rts_r_mine"), Signal(32, name="rts_r_data")
         lv = last.value
         sel = Const(0, 32)
         for k, a in enumerate(words):

@@ -25,6 +25,7 @@
   :func:`fill`, :func:`outbound`, :func:`inbound`, :func:`sealed`, :func:`traffic`, and the
   secrets a frame leaves for the reset-scrub scans (:func:`frame_secrets`).
 """
+import hashlib
 import random
 from collections import deque
 
@@ -840,3 +841,81 @@ async def install_keys_with_secrets(tb, iv):
         await tb.install(ch, keys[ch], iv)
         chans[ch] = HostChannel(keys[ch], ch, iv)
     return keys, chans, [s for k in keys for s in gcm_key_secrets(k)]
+
+
+# ================================================================== attestation (gpu_cc)
+SIG_BYTES = 96                      # ECDSA P-384 signature, r ‖ s
+MODE_NAMES = {Mode.OFF.value: "off", Mode.ON.value: "on", Mode.DEVTOOLS.value: "devtools"}
+
+
+async def measured_boot(tb, firmware):
+    """The RTMs of ``sw.attest.firmware``'s slot plan extend the RTS through ``gpu_cc``'s
+    firmware port, each as its own initiator (``fw_id`` = the plan's owner id): the VBIOS and
+    driver components, then the CC-mode policy RTM, which reads the active mode through the
+    firmware port (``CC_MODE.active``), so CC on / devtools shows in the report. Returns the
+    mode name measured."""
+    from sw.attest import firmware as fwm
+
+    for s in fwm.VBIOS_SLOTS:
+        assert not await tb.rts_extend(s, hashlib.sha384(firmware.image(s)).digest(), fwm.VBIOS_OWNER)
+    for s in fwm.DRIVER_SLOTS:
+        assert not await tb.rts_extend(s, hashlib.sha384(firmware.image(s)).digest(), fwm.DRIVER_OWNER)
+    mode = MODE_NAMES[await tb.fw.read(REG["CC_MODE"]) & 3]
+    assert not await tb.rts_extend(fwm.POLICY_SLOT, hashlib.sha384(b"cc-mode:" + mode.encode()).digest(),
+                                   fwm.POLICY_OWNER)
+    return mode
+
+
+def reference_slots(firmware, mode):
+    """The 64 values a verifier expects (hashlib, from ``sw.attest.firmware``), zero elsewhere."""
+    from sw.attest import firmware as fwm
+
+    ref = [bytes(48)] * RTS_SLOTS
+    for kind in ("vbios", "driver"):
+        for s, (v,) in firmware.golden(kind).items():
+            ref[s] = v
+    ref[fwm.POLICY_SLOT] = fwm.policy_value(mode)
+    return ref
+
+
+def stand_in_verify(requester, result, nonces, reference):
+    """The CVM's check before it sets READY (a stand-in for ``sw.attest``'s verifier): the
+    report's signature under the attestation certificate (the chain's leaf, which the
+    requester checked to the root) over the transcript (VCA ‖ GET_MEASUREMENTS ‖
+    MEASUREMENTS without its signature), the request's nonce one this requester drew, and
+    the 64 measurements equal to *reference*. Raises ``sw.spdm.errors.SignatureError`` (or
+    ``ValueError``) on any failure; returns the policy claims (cc_mode, devtools)."""
+    from sw.attest.firmware import POLICY_SLOT, decode_policy
+    from sw.spdm.errors import SignatureError
+    from sw.spdm.messages import V12
+    from sw.spdm.signing import MEASUREMENTS_CONTEXT, verify
+
+    req, rsp = result.report_request, result.report_response
+    leaf = result.certificates[-1].public_key()
+    transcript = (requester.vca if result.version >= V12 else b"") + req + rsp[:-SIG_BYTES]
+    verify(leaf, result.version, MEASUREMENTS_CONTEXT, transcript, rsp[-SIG_BYTES:])
+    if req[4:36] not in nonces:
+        raise SignatureError("the report answers a nonce this verifier did not send")
+    got = [b.dmtf_value().value for b in result.measurements]
+    bad = [s for s in range(RTS_SLOTS) if got[s] != reference[s]]
+    if bad:
+        raise SignatureError(f"slots {bad}: measurements differ from the reference")
+    return decode_policy(got[POLICY_SLOT])
+
+
+async def install_session_keys(tb, keys):
+    """The firmware installs an SPDM session's keys with the writes of
+    ``sw.spdm.dma.session_key_writes`` (request direction on channel 0, response on 1)."""
+    from sw.spdm.dma import DMA_KEY_CTRL as SPDM_KEY_CTRL
+    from sw.spdm.dma import session_key_writes
+
+    for addr, value in session_key_writes(keys, in_channel=0, out_channel=1):
+        await tb.fw.write(addr, value)
+        if addr == SPDM_KEY_CTRL:
+            for _ in range(10_000):
+                if not (await tb.key_status())["busy"]:
+                    break
+            else:
+                raise AssertionError("the session key install never completed")
+            ch = value & 0xFF
+            tb.model.install_key(ch, (keys.request if ch == 0 else keys.response).key, 0)

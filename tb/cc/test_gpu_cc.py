@@ -6,7 +6,9 @@
   the DMA), and only the firmware's key works — its frames open with it on the host, the
   key the host tried does not.
 - ``flr_scrubs_dma``: an FLR in the middle of encrypted traffic refuses descriptors for
-  ``GpuCC.scrub_cycles``, then no key, round key, H, E_K(J0), partial hash or plaintext is
+  ``GpuCC.scrub_cycles`` (the longer of the two scrubs, measured on ``ready`` and on
+  ``cc_dma``'s own ``desc.ready``; ``gpu_cc``'s ``desc`` stays refused until the host sets
+  ``GPU_READY`` again after it), then no key, round key, H, E_K(J0), partial hash or plaintext is
   in any signal or memory word (the DMA's staging and queues, ``cc_ctrl``'s memory); the
   same scan finds each kind before the FLR; every channel answers NO_KEY afterwards.
 - ``openssl_round_trip``: the host shim (``cryptography``/OpenSSL) seals data, the DMA
@@ -182,7 +184,11 @@ async def flr_scrubs_dma(dut):
     memory answers the reads in flight after the FLR all the same: those answers are
     dropped (traffic under new keys afterwards matches the model)."""
     tb = GpuTB(dut)
+    # desc is refused by both scrubs (cc_ctrl's `ready`, cc_dma's own desc.ready), then
+    # until the host sets GPU_READY again (the testbench does at once)
     refused = Refusals(tb.clk, dut.flr, dut.desc__ready)
+    ctrl_scrub = Refusals(tb.clk, dut.flr, dut.ready)
+    dma_scrub = Refusals(tb.clk, dut.flr, dut.dma.desc__ready)
     await tb.power_on(Mode.ON)
     scanner = Scanner(dut, skip=("desc__", "rd_resp__", "host__", "fw__", "mem_req__"))
     await ReadOnly()
@@ -201,7 +207,7 @@ async def flr_scrubs_dma(dut):
     inflight = len(tb.expected)
     # host memory answers the reads in flight after the FLR all the same
     await tb.flr(wait=False, stale=True)
-    got = await refused.after_reset()
+    got = max(await ctrl_scrub.after_reset(), await dma_scrub.after_reset())
     assert got == SCRUB, f"desc refused for {got} cycles after the FLR, not GpuCC.scrub_cycles = {SCRUB}"
     assert tb.resp_src.empty() and not tb._pending, (
         f"{len(tb.resp_src.queue) + len(tb._pending)} of {tb.stale_responses} host responses "
@@ -216,6 +222,8 @@ async def flr_scrubs_dma(dut):
     await tb.wait_ready()
     await tb.settle_mode()
     assert not tb.off, "the FLR left CC on"
+    top = await refused.after_reset()
+    assert top > SCRUB, f"desc taken {top} cycles after the FLR, before the scrub and GPU_READY"
     assert await tb.key_status() == {"busy": 0, "refused": 0, "installs": 0}
     tb.model.reset()
     tb.model_mem = {a: tb.read(a) for a in tb.model_mem}     # the FLR cut the frames short

@@ -19,16 +19,19 @@ its GPU ready state (``GPU_READY``, the CVM's verdict gating the DMA), docs/cc.m
   ``GPU_READY.held`` says so; once the host sets READY it runs. An FLR clears READY (held
   again), a mode write clears it at once and a write of 1 is ignored until the FLR that
   applies the mode; in devtools it gates as in CC on; in CC off it does not gate.
-- ``attested_session_flow``: the whole chain. RTMs extend through the RTL (firmware,
-  VBIOS, and the policy RTM that reads the active CC mode through the firmware port, so
-  devtools or CC on shows in the report); the RTR (``sw.spdm`` responder) reports the
+- ``attested_session_flow`` × CC on / devtools: the whole chain. The RTMs of
+  ``sw.attest.firmware``'s slot plan extend through the RTL, each as its own initiator
+  (VBIOS, driver, and the policy RTM that reads the active CC mode through the firmware
+  port, so devtools shows in the report); the RTR (``sw.spdm`` responder) reports the
   slots it read through the RTL; the CVM (``sw.spdm`` requester) runs the session in
-  H100 order and gets the signed report; a stand-in verifier checks its signature under
-  the attestation certificate over the transcript with the requester's nonce, and the
-  measurements against the hashlib chain of what the RTMs extended. A report with one
-  byte changed fails the stand-in check: READY stays 0, DMA held. The good one: the host
-  writes READY and DMA traffic keyed by the session's keys (installed through the
-  firmware port) runs both ways.
+  H100 order and gets the signed report; a stand-in verifier
+  (:func:`tb.cc.env.stand_in_verify`) checks its signature under the attestation
+  certificate over the transcript with the requester's nonce and the 64 measurements
+  against reference values computed with hashlib from the firmware images, and decodes
+  the mode claim. A report with one byte changed, or checked against another firmware
+  build's values, fails: READY stays 0 and the session-keyed descriptor is held. The good
+  one passes: the host writes READY and the DMA runs both ways under the session's keys
+  (installed through the firmware port).
 """
 import dataclasses
 import hashlib
@@ -42,26 +45,32 @@ from hw.cc import GpuCC
 from hw.cc.gpu import GPU_READY, RTS_CTRL, RTS_DATA, RTS_SLOTS, RTS_STATUS
 from hw.cc.layout import Dir, Mode, Status
 from hw.cc.regs import RTS_EXTEND, RTS_READ, RTS_WORDS
+from sw.attest.firmware import POLICY_SLOT, ModelledFirmware
 from sw.cc.host import FrameError, HostChannel, blocks
 from sw.cc.model import Desc
 from sw.rts.model import MeasurementStore as RtsModel
-from sw.spdm.dma import DMA_KEY_CTRL as SPDM_KEY_CTRL
-from sw.spdm.dma import session_key_writes
 from sw.spdm.errors import SignatureError
 from sw.spdm.identity import Manufacturer
-from sw.spdm.messages import V12
 from sw.spdm.requester import Requester
 from sw.spdm.responder import Responder
-from sw.spdm.signing import MEASUREMENTS_CONTEXT, verify
 
-from .env import FRAME_BLOCKS, PARAMS, REG, Alloc, GpuTB, outbound, read_frame
+from .env import (
+    FRAME_BLOCKS,
+    MODE_NAMES,
+    PARAMS,
+    REG,
+    SIG_BYTES,
+    Alloc,
+    GpuTB,
+    install_session_keys,
+    measured_boot,
+    outbound,
+    read_frame,
+    reference_slots,
+    stand_in_verify,
+)
 
 GPU = GpuCC(**PARAMS)
-SIG = 96                    # ECDSA P-384 signature, r ‖ s
-
-# the RTMs of the flow test: firmware initiator id -> (slot, what it measures)
-RTM_FW, RTM_VBIOS, RTM_POLICY = 1, 2, 3
-SLOT_FW, SLOT_VBIOS, SLOT_POLICY = 0, 1, 2
 
 
 def chain(values):
@@ -70,11 +79,6 @@ def chain(values):
     for x in values:
         v = hashlib.sha384(v + x).digest()
     return v
-
-
-def policy_value(mode):
-    """What the policy RTM extends for the active CC mode (devtools visible in the report)."""
-    return hashlib.sha384(b"cc_mode" + bytes([mode])).digest()
 
 
 async def dec_count(tb):
@@ -277,45 +281,22 @@ async def ready_gates_dma(dut):
 
 
 # ---------------------------------------------------------------------------- the chain
-def stand_in_verify(requester, result, nonces, expected_slots):
-    """The CVM's check before it sets READY (stand-in for sw/attest's verifier): the report's
-    signature under the attestation certificate over the transcript (VCA ‖ GET_MEASUREMENTS
-    ‖ MEASUREMENTS without the signature), the request carrying a nonce this requester drew,
-    and the measurements against the reference values. Raises on any failure."""
-    req, rsp = result.report_request, result.report_response
-    leaf = result.certificates[-1].public_key()
-    transcript = (requester.vca if result.version >= V12 else b"") + req + rsp[:-SIG]
-    verify(leaf, result.version, MEASUREMENTS_CONTEXT, transcript, rsp[-SIG:])
-    if req[4:36] not in nonces:
-        raise SignatureError("the report answers a nonce this verifier did not send")
-    got = [b.dmtf_value().value for b in result.measurements]
-    for slot, want in expected_slots.items():
-        if got[slot] != want:
-            raise SignatureError(f"slot {slot}: measurement differs from the reference")
-
-
 @cocotb.test()
 @cocotb.parametrize(mode=[Mode.ON, Mode.DEVTOOLS])
 async def attested_session_flow(dut, mode):
     """RTMs → RTS (RTL) → RTR report → CVM verification → READY → DMA under the session keys."""
     tb = GpuTB(dut, auto_ready=False)
     await tb.power_on(mode)
-    # ---- RTMs extend through the firmware port, each as its own initiator ----------------
-    fw_image, vbios = random.randbytes(48), random.randbytes(48)
-    assert not await tb.rts_extend(SLOT_FW, fw_image, RTM_FW)
-    assert not await tb.rts_extend(SLOT_VBIOS, vbios, RTM_VBIOS)
-    active = await tb.fw.read(REG["CC_MODE"]) & 3           # the policy RTM reads the mode
-    assert active == mode.value
-    assert not await tb.rts_extend(SLOT_POLICY, policy_value(active), RTM_POLICY)
-    reference = {SLOT_FW: chain([fw_image]), SLOT_VBIOS: chain([vbios]),
-                 SLOT_POLICY: chain([policy_value(mode.value)])}
-    # ---- the RTR reads every slot through the RTL ----------------------------------------
+    firmware = ModelledFirmware()
+    measured = await measured_boot(tb, firmware)
+    assert measured == MODE_NAMES[mode.value]
+    reference = reference_slots(firmware, measured)
+    # ---- the RTR reads every slot through the RTL and answers the CVM -------------------
     slots = await tb.rts_read_all()
     values, counts = [s["value"] for s in slots], [s["count"] for s in slots]
     manufacturer = Manufacturer()
     device = manufacturer.issue_device(0x4100_0002)
     responder = Responder(device, lambda: values, extend_counts=lambda: counts)
-    # ---- the CVM: session and report; the stand-in verifier ------------------------------
     nonces = []
 
     def rng(n):
@@ -326,11 +307,12 @@ async def attested_session_flow(dut, mode):
 
     requester = Requester(responder.handle, manufacturer.root, rng=rng)
     result = requester.run(h100_order=True)
-    # a report with one byte changed (the firmware measurement, the opaque data, the
-    # signature) fails the check
+    await install_session_keys(tb, responder.session_keys)
+    # ---- a report with one byte changed (a measurement, the opaque data, the signature)
+    # fails the check, so the host does not set READY: the DMA stays refused
     rsp = result.report_response
-    for where in (rsp.index(chain([fw_image])) + random.randrange(48), len(rsp) - SIG - 1,
-                  len(rsp) - 1 - random.randrange(SIG)):
+    for where in (rsp.index(reference[POLICY_SLOT]) + random.randrange(48), len(rsp) - SIG_BYTES - 1,
+                  len(rsp) - 1 - random.randrange(SIG_BYTES)):
         bad = bytearray(rsp)
         bad[where] ^= 1 << random.randrange(8)
         forged = dataclasses.replace(result, report_response=bytes(bad))
@@ -340,18 +322,14 @@ async def attested_session_flow(dut, mode):
             pass
         else:
             raise AssertionError(f"a report changed at byte {where} passed the check")
-    # ...so the host does not set READY: the DMA stays refused
-    for addr, value in session_key_writes(responder.session_keys, in_channel=0, out_channel=1):
-        await tb.fw.write(addr, value)
-        if addr == SPDM_KEY_CTRL:
-            for _ in range(10_000):
-                if not (await tb.key_status())["busy"]:
-                    break
-            else:
-                raise AssertionError("the session key install never completed")
-            ch = value & 0xFF
-            tb.model.install_key(ch, (responder.session_keys.request if ch == 0
-                                      else responder.session_keys.response).key, 0)
+    # ... and a report of other firmware (one component rebuilt) fails it as well
+    other = reference_slots(ModelledFirmware(b"r2"), measured)
+    try:
+        stand_in_verify(requester, result, nonces, other)
+    except SignatureError:
+        pass
+    else:
+        raise AssertionError("the report passed against another firmware's reference values")
     to_gpu = HostChannel(result.keys.request.key, 0)
     from_gpu = HostChannel(result.keys.response.key, 1)
     bounce, prot = Alloc(tb.BOUNCE), Alloc(tb.PROT)
@@ -362,11 +340,10 @@ async def attested_session_flow(dut, mode):
         tb.poke(src + j, b)
     assert tb.submit(Desc(Dir.IN, 0, n, src, dst, 1)) is Status.OK
     await desc_held(tb, 200, "before verification")
-    # ---- the good report passes; the measurements are those the RTL holds ----------------
-    stand_in_verify(requester, result, nonces, reference)
+    # ---- the good report passes: the RTL's slots, the mode claim ------------------------
+    claims = stand_in_verify(requester, result, nonces, reference)
     assert [b.dmtf_value().value for b in result.measurements] == values
-    assert values[SLOT_POLICY] == chain([policy_value(mode.value)]), "the report does not carry the CC mode"
-    assert values[3:] == [bytes(48)] * (RTS_SLOTS - 3)
+    assert claims == ("on", mode is Mode.DEVTOOLS), f"claims {claims} for {mode.name}"
     await tb.set_ready()
     await tb.drain()
     assert tb.statuses[-1][1]["code"] is Status.OK, f"IN under the session key: {tb.statuses[-1][1]}"
