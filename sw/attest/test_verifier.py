@@ -144,13 +144,19 @@ def test_ocsp_off_is_visible(env, good):
 
 
 def test_ocsp_nonce_replay_rejected(env, good):
-    """An OCSP answer replayed from an earlier request: its nonce is not the new one."""
-    cached = {}
+    """OCSP answers recorded in one verification and replayed in the next: each is about the
+    right certificate, signed and current, but carries the earlier request's nonce."""
+    from cryptography.x509 import ocsp
+    recorded = {}
 
     def replaying(request):
-        return cached.setdefault("rsp", env.ocsp.respond(request))
-    verdict = run(env, good, policy=env.policy(ocsp=OcspClient(replaying)))
-    assert {"ocsp_device", "ocsp_rim"} <= verdict.names
+        serial = ocsp.load_der_ocsp_request(request).serial_number
+        return recorded.setdefault(serial, env.ocsp.respond(request))
+    client = OcspClient(replaying)
+    assert run(env, good, policy=env.policy(ocsp=client)).ok  # first time: recorded, fresh
+    verdict = run(env, good, policy=env.policy(ocsp=client))
+    assert verdict.names == {"ocsp_device", "ocsp_rim"}
+    assert verdict.claims["device_ocsp"] == ["invalid"] * 4
 
 
 def test_every_failure_name_is_reachable_or_documented():
