@@ -147,13 +147,18 @@ def test_ocsp_nonce_replay_rejected(env, good):
     """OCSP answers recorded in one verification and replayed in the next: each is about the
     right certificate, signed and current, but carries the earlier request's nonce."""
     from cryptography.x509 import ocsp
-    recorded = {}
+    recorded, replay = {}, []
 
-    def replaying(request):
+    def transport(request):
         serial = ocsp.load_der_ocsp_request(request).serial_number
-        return recorded.setdefault(serial, env.ocsp.respond(request))
-    client = OcspClient(replaying)
-    assert run(env, good, policy=env.policy(ocsp=client)).ok  # first time: recorded, fresh
+        if replay:
+            return recorded[serial]
+        recorded[serial] = env.ocsp.respond(request)
+        return recorded[serial]
+    client = OcspClient(transport)
+    first = run(env, good, policy=env.policy(ocsp=client))  # recorded while fresh
+    assert first.ok, first.failures
+    replay.append(True)
     verdict = run(env, good, policy=env.policy(ocsp=client))
     assert verdict.names == {"ocsp_device", "ocsp_rim"}
     assert verdict.claims["device_ocsp"] == ["invalid"] * 4
