@@ -27,7 +27,9 @@ What holds for these files, and what the tests pin:
 - the report's request nonce is ``931d8dd0…``; NVIDIA's test-mode nonce
   (``BaseSettings.NONCE`` = ``4cff7f53…``) is another, and our verifier says so;
 - tampering: changing any byte of the report, the chain or either RIM adds a failure to
-  the baseline or raises the documented input error (sweeps below).
+  the baseline or raises the documented input error (sweeps below);
+- the other direction: NVIDIA's RIM code reads our RIMs (schema, measurements) and
+  signxml verifies their signatures to our RIM root.
 """
 import datetime
 import json
@@ -114,17 +116,41 @@ def test_rim_signatures_at_a_time_the_signer_was_valid(sample):
         verify_rim_signature(sample.driver_rim, sample.device_root, at=AT)
 
 
+def nvenv_run(script_name, tmp_path, *args):
+    """Run one of this folder's NVIDIA-side scripts in the nvenv; its last JSON line."""
+    script = pathlib.Path(__file__).with_name(script_name)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    out = subprocess.run([str(NVENV / "bin" / "python"), "-c", script.read_text(), *map(str, args)],
+                         capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def test_nvidia_verifier_agrees(sample, tmp_path):
     """NVIDIA's own ``Verifier`` (run in its venv) finds the same mismatched indices."""
-    script = pathlib.Path(__file__).with_name("nvidia_compare.py")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    out = subprocess.run([str(NVENV / "bin" / "python"), "-c", script.read_text()], capture_output=True, text=True,
-                         timeout=180, env=env, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-2000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = nvenv_run("nvidia_compare.py", tmp_path)
     assert result["ok"] is False
     assert result["mismatched"] == MISMATCHED == sample.verify().claims["mismatched_indices"]
     assert result["nonce"] == sample.nonce.hex()
+
+
+def test_nvidia_reads_our_rims(tmp_path):
+    """The other direction: NVIDIA's RIM class parses our RIM and validates it against the
+    SWID schema, and signxml (what NVIDIA's RIM.verify_signature calls) verifies our
+    signature to our RIM root; a RIM edited after signing is refused by signxml too."""
+    from cryptography.hazmat.primitives import serialization
+
+    from sw.attest.testbed import Env
+    env = Env()
+    (tmp_path / "root.pem").write_bytes(env.rim_authority.root.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "driver.swidtag").write_bytes(env.driver_rim)
+    result = nvenv_run("nvidia_rim.py", tmp_path, tmp_path / "driver.swidtag", tmp_path / "root.pem")
+    golden = env.firmware.golden("driver")
+    assert result["schema"] is True and result["version"] == "550.90.07" and result["signature"] == "ok"
+    assert result["active"] == {str(i): [v.hex() for v in values] for i, values in golden.items()}
+    edited = env.driver_rim.replace(golden[7][0].hex().encode(), b"00" * 48)
+    (tmp_path / "edited.swidtag").write_bytes(edited)
+    assert nvenv_run("nvidia_rim.py", tmp_path, tmp_path / "edited.swidtag", tmp_path / "root.pem")["signature"] != "ok"
 
 
 # --- tamper sweeps ---------------------------------------------------------------------------
