@@ -490,7 +490,10 @@ def ingress_payload(mutant=None):
     in_idx = Signal(8, name="in_beat")
     base_now = Mux(in_mid, in_base, ip.hdr.addr)
     idx_now = Mux(in_mid, in_idx, 0)
-    h.assume(~dut.i.valid | (ip.data == label(base_now + idx_now * beat_bytes)))
+    # the sender's `last` shows in the data too (XOR a second constant), so that a beat whose
+    # `last` is not where length / beat bytes ends the packet cannot leave with its data
+    last_mark = h.any_const(width, "last_mark")
+    h.assume(~dut.i.valid | (ip.data == label(base_now + idx_now * beat_bytes) ^ Mux(ip.last, last_mark, 0)))
     # the header's tile is labelled too: a function of its address (an XOR with a constant),
     # so that a tile that is not the packet's shows
     tile_mask = h.any_const(len(ip.hdr.tile), "tile_mask")
@@ -507,14 +510,26 @@ def ingress_payload(mutant=None):
     o_idx = Mux(o.meta.first, 0, out_idx)
     with m.If(dut.o.valid & dut.o.ready):
         m.d.sync += [out_base.eq(o_base), out_idx.eq(o_idx + 1)]
-    expect = Mux(o.meta.zero | o.meta.read, 0, label(o_base + o_idx * beat_bytes))
-    h.check("beat_data_intact", o.data == expect, guard=dut.o.valid & ~h.rst)
-    h.check("header_tile_intact", o.meta.hdr.tile == tile_of(o.meta.hdr), guard=dut.o.valid & ~h.rst)
-    # exactly length / beat bytes beats of a write leave, whatever the sender's `last` said
-    # (docs/sxp.md: no byte outside the checked range), and one beat of a read request
     shift = beat_bytes.bit_length() - 1
     beats = o.meta.hdr.length >> shift
     write = o.meta.hdr.kind == Kind.WRITE_REQ
+    # a beat that leaves with data is a well-framed one: its sender's `last` is set exactly
+    # on beat length / beat bytes - 1 of a write (a read request is one beat)
+    framed_last = Mux(write, o_idx + 1 == beats, 1)
+    expect = Mux(o.meta.zero | o.meta.read, 0, label(o_base + o_idx * beat_bytes) ^ Mux(framed_last, last_mark, 0))
+    h.check("beat_data_intact", o.data == expect, guard=dut.o.valid & ~h.rst)
+    h.check("header_tile_intact", o.meta.hdr.tile == tile_of(o.meta.hdr), guard=dut.o.valid & ~h.rst)
+    # the first zeroed beat of a write is its framing error (pads come only after one): it
+    # leaves with the MALFORMED event of its packet (docs/sxp.md: once per packet)
+    zero_seen = Signal(name="zero_seen")
+    seen = ~o.meta.first & zero_seen
+    with m.If(dut.o.valid & dut.o.ready):
+        m.d.sync += zero_seen.eq(seen | o.meta.zero)
+    ev = dut.event
+    h.check("framing_event", ev.valid & (ev.cause == Cause.MALFORMED) & (ev.addr == o.meta.hdr.addr),
+            guard=dut.o.valid & dut.o.ready & write & o.meta.zero & ~seen & ~h.rst)
+    # exactly length / beat bytes beats of a write leave, whatever the sender's `last` said
+    # (docs/sxp.md: no byte outside the checked range), and one beat of a read request
     h.check("write_within_length", o_idx < beats, guard=dut.o.valid & write & ~h.rst)
     h.check("write_ends_at_length", o.meta.last == (o_idx + 1 == beats), guard=dut.o.valid & write & ~h.rst)
     h.check("read_one_beat", o.meta.last & (o_idx == 0), guard=dut.o.valid & ~write & ~h.rst)
@@ -663,6 +678,9 @@ PROPERTIES = [
                                "its packet, or zero (pad, mis-framed, read); a write leaves as length / beat "
                                "bytes beats, a read as one; beats labelled by address"),
                   ("data_early", "a beat leaves with the data of the beat behind it", "Ingress._formal_mutant"),
+                  ("no_framing_error", "a write whose `last` is not at length / beat bytes is not mis-framed",
+                   "Ingress._formal_mutant"),
+                  ("no_framing_event", "a mis-framed write raises no MALFORMED event", "Ingress._formal_mutant"),
                   ("end_by_last", "a write ends at the sender's last, not after length / beat bytes",
                    "Ingress._formal_mutant")),
 ]

@@ -127,7 +127,7 @@ TARGETS = (
     Target("cc_ctrl", "hw.cc.ctrl.CCCtrl", ("cc",),
            doc="CC control: host/firmware register decoupler, refusal counters"),
     Target("cc_dma_commit", "hw.cc.dma.CCDma", ("cc",), regions=("hw.cc.dma.CCDma._commit",),
-           reference="cc_dma/commit_after_tag",
+           reference="cc_dma/commit_frames",
            doc="CC DMA commit: staging slot to protected memory, then the status (CCDma._commit)"),
     Target("pcie_rdtable", "hw.pcie.rdtable.PcieReadTable", ("pcie",),
            reference="pcie_rdtable/completion_accounting",
@@ -343,17 +343,23 @@ def check(prop, pre, mutate_lines, work, solver_env, timeout, induction):
 # ---------------------------------------------------------------- equivalence
 # cells whose output bit k depends on input bit k alone (and the same bit of the other input)
 BITWISE = ("$not", "$and", "$or", "$xor", "$xnor", "$pos", "$mux", "$bmux")
-_SIGBIT = re.compile(r"(\\\S+|\$\S+)(?: \[(\d+)(?::(\d+))?\])?")
+# output ports of Yosys's internal cells (everything else on them is an input)
+CELL_OUTPUTS = {"Y", "Q", "CO", "X", "RD_DATA", "DATA"}
+_SIGPART = re.compile(r"(\\\S+|\$\S+)(?: \[(\d+)(?::(\d+))?\])?|(\d+)'([01xzm-]+)")
 
 
 def _bits(sigspec, widths):
-    """The ``(wire, bit)`` pairs an RTLIL sigspec names (constants skipped); *widths*: the
-    module's wire widths."""
+    """The bits of an RTLIL sigspec, least significant first: ``(wire, bit)`` for a wire's
+    bit, None for a constant bit. In ``{ a b }`` *a* is the high part."""
+    text = sigspec.strip()
+    parts = _SIGPART.findall(text[1:-1] if text.startswith("{") else text)
     out = []
-    for wire, hi, lo in _SIGBIT.findall(sigspec):
-        if wire not in widths:
+    for wire, hi, lo, _width, const in reversed(parts):
+        if const:
+            out += [None] * len(const)
+        elif wire not in widths:
             continue
-        if hi == "":
+        elif hi == "":
             out += [(wire, b) for b in range(widths[wire])]
         else:
             hi, lo = int(hi), int(lo) if lo else int(hi)
@@ -361,47 +367,140 @@ def _bits(sigspec, widths):
     return out
 
 
-def dead_bit(pre_text, module, mutate_line):
-    """For a fault on input bit k of a bitwise cell: the output bit it changes, when nothing
-    in *module* reads that bit (no cell input, no connection, not a port): the fault cannot
-    be observed. Amaranth emits whole-vector cells of which a design may read a few bits
-    (e.g. ``~b`` of a compare whose other bits it computes elsewhere). None otherwise."""
-    words = mutate_line.split()
-    cell, port, bit = (words[words.index(k) + 1] for k in ("-cell", "-port", "-portbit"))
-    bit_k = int(bit)            # bitwise: input bit k (or output bit k itself) is output bit k
-    a, b = split_modules(pre_text)[module]
-    text = pre_text[a:b]
-    widths, ports = {}, set()
-    for m_ in re.finditer(r"^  wire (?:width (\d+) )?(?:(input|output|inout) \d+ )?(\S+)$", text, re.M):
+def _netlist(text):
+    """``(widths, ports, cells, connects)`` of one RTLIL module's text: *ports* ``{wire:
+    direction}``, *cells* ``{name: (type, {port: bits}, {parameter: value})}``, *connects*
+    ``[(lhs bits, rhs bits)]``."""
+    widths, ports = {}, {}
+    for m_ in re.finditer(r"^  wire (?:width (\d+) )?(?:(input|output|inout) \d+ )?(?:signed )?(\S+)$", text, re.M):
         widths[m_.group(3)] = int(m_.group(1) or 1)
         if m_.group(2):
-            ports.add(m_.group(3))
-    cells = re.findall(r"^  cell (\S+) (\S+)\n(.*?)^  end$", text, re.M | re.S)
-    mine = [(t, body) for t, n, body in cells if n == cell or n == "\\" + cell]
-    if len(mine) != 1 or mine[0][0] not in BITWISE or mine[0][0] in ("$mux", "$bmux") and port == "S":
+            ports[m_.group(3)] = m_.group(2)
+    cells = {}
+    for type_, name, body in re.findall(r"^  cell (\S+) (\S+)\n(.*?)^  end$", text, re.M | re.S):
+        conns = {k: _bits(v, widths) for k, v in re.findall(r"^    connect \\(\S+) (.+)$", body, re.M)}
+        params = dict(re.findall(r"^    parameter \\(\S+) (.+)$", body, re.M))
+        cells[name.lstrip("\\")] = (type_, conns, params)
+    connects = []
+    for lhs, rhs in re.findall(r"^  connect ((?:\{[^}]*\})|\S+(?: \[[\d:]+\])?) (.+)$", text, re.M):
+        connects.append((_bits(lhs, widths), _bits(rhs, widths)))
+    return widths, ports, cells, connects
+
+
+@functools.lru_cache(maxsize=4)
+def live_bits(pre_text, module):
+    """The wire bits of *module* that can reach one of its output ports: the backward
+    closure from the ports through connections and cells. A bitwise cell's output bit k
+    depends on bit k of its data inputs (and all of a mux's select); any other cell's
+    outputs on all its inputs; a cell without outputs (``$check``, ``$print``) keeps all its
+    inputs live. A submodule instance's port directions come from its module."""
+    spans = split_modules(pre_text)
+    a, b = spans[module]
+    _widths, ports, cells, connects = _netlist(pre_text[a:b])
+    sub_dirs = {}
+
+    def outputs_of(type_):
+        if type_.startswith("$"):
+            return CELL_OUTPUTS
+        if type_ not in sub_dirs:
+            name = type_.lstrip("\\")
+            span = spans.get(name)
+            sub_dirs[type_] = ({w.lstrip("\\") for w, d in _netlist(pre_text[span[0]:span[1]])[1].items()
+                                if d != "input"} if span else None)
+        return sub_dirs[type_]
+
+    drivers = {}                # wire bit -> what drives it
+    sinks = []
+    for name, (type_, conns, _params) in cells.items():
+        outs = outputs_of(type_)
+        if outs is None:        # a blackbox: every port may be read or driven
+            sinks.append(name)
+            continue
+        driven = [p for p in conns if p in outs]
+        if not driven:
+            sinks.append(name)
+        for port in driven:
+            for k, bit in enumerate(conns[port]):
+                if bit is not None:
+                    drivers[bit] = ("cell", name, port, k)
+    for lhs, rhs in connects:
+        for lb, rb in zip(lhs, rhs):
+            if lb is not None:
+                drivers[lb] = ("wire", rb)
+    live, work = set(), []
+
+    def mark(bits):
+        for bit in bits:
+            if bit is not None and bit not in live:
+                live.add(bit)
+                work.append(bit)
+
+    for wire, direction in ports.items():
+        if direction != "input":
+            mark((wire, k) for k in range(_widths[wire]))
+    for name in sinks:
+        mark(bit for bits in cells[name][1].values() for bit in bits)
+    while work:
+        drv = drivers.get(work.pop())
+        if drv is None:
+            continue
+        if drv[0] == "wire":
+            mark([drv[1]])
+            continue
+        _, name, port, k = drv
+        type_, conns, params = cells[name]
+        if type_ in BITWISE:
+            for inp in ("A", "B"):
+                bits = conns.get(inp, [])
+                signed = params.get(f"{inp}_SIGNED", "0") == "1"
+                if type_ in ("$mux", "$bmux") or k < len(bits):
+                    mark(bits[k:k + 1] if k < len(bits) else bits[-1:] if signed else [])
+                elif signed and bits:
+                    mark(bits[-1:])
+            mark(conns.get("S", []))
+        else:
+            outs = outputs_of(type_)
+            mark(bit for p, bits in conns.items() if p not in outs for bit in bits)
+    return live
+
+
+def dead_bit(pre_text, module, mutate_line):
+    """None, or why the fault *mutate_line* cannot be observed: every bit it changes (the
+    faulted output bit; for an input bit k of a bitwise cell its output bit k; for any other
+    input every output of the cell) lies outside :func:`live_bits`, so no output port of
+    *module* depends on it. Amaranth emits whole-vector cells of which a design reads a few
+    bits (the ``~b`` of a compare), and :mod:`hw.common.arith`'s kept prefix levels compute
+    every carry though a compare reads only the last; the solver-based checks below do
+    not always prove such faults harmless."""
+    words = mutate_line.split()
+    cell, port, bit = (words[words.index(k) + 1] for k in ("-cell", "-port", "-portbit"))
+    a, b = split_modules(pre_text)[module]
+    _widths, _ports, cells, _connects = _netlist(pre_text[a:b])
+    if cell.lstrip("\\") not in cells:
         return None
-    ys = dict(re.findall(r"^    connect \\(\S+) (.+)$", mine[0][1], re.M)).get("Y")
-    if ys is None:
+    type_, conns, _params = cells[cell.lstrip("\\")]
+    k = int(bit)
+    if type_.startswith("$"):
+        outs = CELL_OUTPUTS
+    else:
+        sub = split_modules(pre_text).get(type_.lstrip("\\"))
+        if sub is None:
+            return None
+        outs = {w.lstrip("\\") for w, d in _netlist(pre_text[sub[0]:sub[1]])[1].items() if d != "input"}
+    if port in outs:
+        changed = conns[port][k:k + 1]
+    elif type_ in BITWISE and port in ("A", "B"):
+        changed = conns.get("Y", [])[k:k + 1]
+    else:
+        changed = [bit for p, bits in conns.items() if p in outs for bit in bits]
+    changed = [c for c in changed if c is not None]
+    if not changed:
         return None
-    y_bits = _bits(ys, widths)
-    if bit_k >= len(y_bits):
+    if set(changed) & live_bits(pre_text, module):
         return None
-    target = y_bits[bit_k]
-    if target[0] in ports:
-        return None
-    readers = 0
-    for _type, n, body in cells:
-        for name, sig in re.findall(r"^    connect \\(\S+) (.+)$", body, re.M):
-            if (n == cell or n == "\\" + cell) and name == "Y":
-                continue
-            if target in _bits(sig, widths):
-                readers += 1
-    for lhs_rhs in re.findall(r"^  connect (.+)$", text, re.M):
-        if target in _bits(lhs_rhs, widths):
-            readers += 1
-    if readers:
-        return None
-    return f"structural: output bit {target[1]} of {target[0]} (cell {cell}, {mine[0][0]}) is read by nothing"
+    where = ", ".join(f"{w.lstrip(chr(92))}[{n}]" for w, n in changed[:3]) + (" …" if len(changed) > 3 else "")
+    return (f"structural: {where} (the fault on {cell}.{port}[{k}], {type_}) reaches no output "
+            f"of {module}")
 
 
 def equivalence(pre_text, module, mutate_line, work, timeout, solver_env):

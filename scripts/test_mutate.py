@@ -105,6 +105,7 @@ def test_killed_and_equivalent(tmp_path):
     assert killed["status"] == "killed" and killed["killed_by"] == "tiny/locked_reads_zero"
     assert killed["checks"] == ["locked_reads_zero"]
     assert equivalent["status"] == "equivalent", equivalent["how"]
+    assert equivalent["how"].startswith("structural") and "runs" not in equivalent     # no property ran
     assert (entry["killed"], entry["survived"], entry["equivalent"], entry["score"]) == (1, 0, 1, 1.0)
     md = mutate.markdown([entry])
     assert "| tiny_lock |" in md and "100 %" in md
@@ -175,7 +176,7 @@ def test_run_target_with_simulation(tmp_path):
     """In the flow: the property kills the stuck select; a fault on the unlocked data path
     (``o`` = ``i`` with a bit inverted: no property looks at unlocked data) survives the
     property and is killed by the replay, named after the recorded test; the unread
-    register's fault is killed by neither and is shown equivalent. ``sim=False`` (the
+    register's fault is shown equivalent structurally before either runs. ``sim=False`` (the
     ``--no-sim`` option) leaves the data-path fault a survivor."""
     from amaranth.back import rtlil
 
@@ -201,7 +202,8 @@ def test_run_target_with_simulation(tmp_path):
     assert by_prop["killed_by"] == "tiny/locked_reads_zero" and "sim" not in by_prop
     assert (by_sim["status"], by_sim["killed_by"], by_sim["checks"]) == ("killed", "sim:tiny_traffic", ["o"])
     assert by_sim["sim"]["cycle"] == 0 and by_sim["how"].startswith("replay: output o differs")
-    assert unread["sim"]["result"] == "same" and unread["status"] == "equivalent"
+    # (a register nothing reads is found dead before any check runs: no property, no replay)
+    assert unread["status"] == "equivalent" and unread["how"].startswith("structural") and "sim" not in unread
     assert (entry["killed"], entry["killed_by_sim"], entry["survived"], entry["score"]) == (2, 1, 0, 1.0)
     assert "sim:tiny_traffic" in mutate.markdown([entry])
 
@@ -267,6 +269,71 @@ def test_dead_bit_is_equivalent_without_a_solver():
     assert mutate.dead_bit(DEAD_BIT_IL, "top", line.format(0)) is not None
     assert mutate.dead_bit(DEAD_BIT_IL, "top", line.format(1)) is None
     assert mutate.dead_bit(DEAD_BIT_IL.replace("cell $not", "cell $add"), "top", line.format(0)) is None
+
+
+CHAIN_IL = """module \\top
+  wire width 2 input 1 \\a
+  wire input 2 \\clk
+  wire output 3 \\y
+  wire width 2 $n1
+  wire width 2 $n2
+  wire width 2 $sum
+  wire width 2 $q
+  cell $not $c1
+    parameter \\A_SIGNED 0
+    parameter \\A_WIDTH 2
+    parameter \\Y_WIDTH 2
+    connect \\A \\a
+    connect \\Y $n1
+  end
+  cell $and $c2
+    parameter \\A_SIGNED 0
+    parameter \\B_SIGNED 0
+    parameter \\A_WIDTH 2
+    parameter \\B_WIDTH 2
+    parameter \\Y_WIDTH 2
+    connect \\A $n1
+    connect \\B \\a
+    connect \\Y $n2
+  end
+  cell $add $c3
+    parameter \\A_SIGNED 0
+    parameter \\B_SIGNED 0
+    parameter \\A_WIDTH 2
+    parameter \\B_WIDTH 2
+    parameter \\Y_WIDTH 2
+    connect \\A \\a
+    connect \\B $n2
+    connect \\Y $sum
+  end
+  cell $dff $r
+    parameter \\CLK_POLARITY 1
+    parameter \\WIDTH 2
+    connect \\CLK \\clk
+    connect \\D $sum
+    connect \\Q $q
+  end
+  connect \\y { $n2 [1] }
+end
+"""
+
+
+def test_dead_bit_follows_the_cone_to_the_outputs():
+    """Liveness is transitive: bit 0 of the NOT feeds only bit 0 of the AND, which nothing
+    reads but an adder whose register nothing reads (dead two and three cells away); bit 1
+    reaches the output. A fault on the adder or the register is dead as a whole; once the
+    register drives the output, the adder and bit 0 of the AND (its input) are live."""
+    line = "mutate -mode const1 -module top -cell {} -port {} -portbit {}"
+    assert mutate.dead_bit(CHAIN_IL, "top", line.format("$c1", "A", 0)) is not None
+    assert mutate.dead_bit(CHAIN_IL, "top", line.format("$c1", "Y", 0)) is not None
+    assert mutate.dead_bit(CHAIN_IL, "top", line.format("$c1", "A", 1)) is None
+    assert mutate.dead_bit(CHAIN_IL, "top", line.format("$c3", "A", 1)) is not None
+    assert mutate.dead_bit(CHAIN_IL, "top", line.format("$r", "Q", 0)) is not None
+    used = CHAIN_IL.replace("wire output 3 \\y", "wire width 2 output 3 \\y").replace(
+        "connect \\y { $n2 [1] }", "connect \\y { $q [0] $n2 [1] }")
+    assert mutate.dead_bit(used, "top", line.format("$c3", "A", 1)) is None
+    assert mutate.dead_bit(used, "top", line.format("$c1", "A", 0)) is None
+    assert mutate.dead_bit(used, "top", line.format("$r", "Q", 1)) is not None     # y takes Q[0] only
 
 
 def test_merge_rerun_replaces_only_the_rerun_mutants():

@@ -92,7 +92,9 @@ class Ingress(wiring.Component):
         # "data_early" (a beat leaves with the data of the beat behind it in the skid buffer),
         # "read_multi_beat" (a read request of more than one beat is not MALFORMED),
         # "end_by_last" (a packet ends at the sender's `last`, not after length / beat bytes)
-        if _formal_mutant not in (None, "drop_carry", "limit_lt", "data_early", "read_multi_beat", "end_by_last"):
+        # "no_framing_error" / "no_framing_event" (a mis-framed write is not zeroed / raises no event)
+        if _formal_mutant not in (None, "drop_carry", "limit_lt", "data_early", "read_multi_beat", "end_by_last",
+                                  "no_framing_error", "no_framing_event"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         self.requests, self.contexts, self.lanes = bool(requests), contexts, lanes
@@ -245,7 +247,7 @@ class Ingress(wiring.Component):
         live = wire(m, ((mode == _Mode.GCM) | (mode == _Mode.PASS)) & (hdr.kind != Kind.READ_REQ),
                     "live")
         end = wire(m, self._hook("end_by_last", beat.last, (idx + 1) == (hdr.length >> shift)), "end")
-        bad = wire(m, live & ~pad & ~disc & (beat.last != end), "bad")
+        bad = wire(m, self._hook("no_framing_error", Const(0, 1), live & ~pad & ~disc & (beat.last != end)), "bad")
         zero = wire(m, pad | bad, "zero")
         beat_v = Mux(pad, 1, c_valid & ~disc)
         open_c = opened.bit_select(phys, 1)
@@ -299,7 +301,7 @@ class Ingress(wiring.Component):
         # exception events (the recorder registers them)
         with m.If(take & first & (cause_c != Cause.NONE)):
             _set_event(m, self.event, cause_c, hin)
-        with m.Elif(take & bad):                 # framing: once per packet
+        with m.Elif(self._hook("no_framing_event", Const(0, 1), take & bad)):     # framing: once per packet
             _set_event(m, self.event, Cause.MALFORMED, hdr)
 
         if not self.requests:
