@@ -65,6 +65,7 @@ from amaranth.hdl import Cat, Mux, Signal
 
 from hw.pcie import PcieReadTable
 from hw.pcie.layout import GRANULE_BITS, Cause
+from hw.pcie.rdtable import AGE_EXPIRED
 from hw.sxp.packet import Kind
 
 from . import Harness, Property, free_inputs, freeze, registers, with_mutant, with_mutants
@@ -364,6 +365,56 @@ def timeout_tick_period(mutant=None):
     return h
 
 
+def entry_ageing(mutant=None):
+    """The ageing of the entries by the timeout tick (docs/pcie.md, "Completion timeout"),
+    one transition at a time from any state: a valid entry's age (its three bit planes,
+    read by name) is at most 5 (``AGE_EXPIRED``); an allocation starts its tag at age 0; a
+    live entry (valid, age < 5) gains one per tick and holds otherwise; an expired one
+    (age 5) stays so until it is freed, which happens only when ``timeout_count`` reports
+    it as the lowest expired tag; and no completion leaves whose check saw its entry expired
+    or free. ``timeout`` and every other input free (the tick is whatever the timer makes,
+    ``timeout_tick_period`` says when)."""
+    h, dut, regs = _frozen_table(mutant)
+    n = SMALL["entries"]
+    planes = [regs[f"age_bit{k}"] for k in range(3)]
+    valid, tick = regs["valid"], regs["tick"]
+    ages = [Cat(*(plane[t] for plane in planes)) for t in range(n)]
+    prev_ages = [h.past(ages[t], f"age{t}_prev") for t in range(n)]
+    prev_valid = h.past(valid, "valid_prev")
+    prev_tick = h.past(tick, "tick_prev")
+    prev_rst = h.past(h.rst, "reset_prev")
+    # events at the ports: a request newly on req_o was allocated at the last edge; a
+    # completion newly on cpl_o was checked in the cycle before; a report moves timeout_count
+    req_stalled = h.past(dut.req_o.valid & ~dut.req_o.ready, "req_o_stalled")
+    cpl_stalled = h.past(dut.cpl_o.valid & ~dut.cpl_o.ready, "cpl_o_stalled")
+    new_req = dut.req_o.valid & ~req_stalled
+    new_cpl = dut.cpl_o.valid & ~cpl_stalled & dut.cpl_o.payload.first
+    prev_count = h.past(dut.timeout_count, "timeout_count_prev")
+    reported = dut.timeout_count != prev_count
+    saturated = prev_count == (1 << len(dut.timeout_count)) - 1   # a report would not show
+    now = ~prev_rst
+    for t in range(n):
+        age, was = ages[t], prev_ages[t]
+        was_expired = prev_valid[t] & (was == AGE_EXPIRED)
+        _invariant(h, f"age_at_most_expired{t}", age <= AGE_EXPIRED, guard=valid[t])
+        h.check(f"age_zero_on_alloc{t}", age == 0, guard=now & new_req & (dut.req_o.payload.hdr.tag == t))
+        h.check(f"age_counts_ticks{t}", age == was + prev_tick,
+                guard=now & prev_valid[t] & (was != AGE_EXPIRED))
+        freed_here = reported & (dut.timeout_tag == t)
+        h.check(f"expired_until_reported{t}", valid[t] & (age == AGE_EXPIRED),
+                guard=now & was_expired & ~freed_here & ~saturated)
+        h.check(f"report_frees{t}", ~valid[t], guard=now & freed_here)
+        h.check(f"report_lowest_expired{t}",
+                was_expired & ~Cat(*(prev_valid[u] & (prev_ages[u] == AGE_EXPIRED) for u in range(t))).any()
+                if t else was_expired, guard=now & freed_here)
+        h.check(f"no_completion_when_expired{t}", prev_valid[t] & (was != AGE_EXPIRED),
+                guard=now & new_cpl & (dut.cpl_o.payload.hdr.tag == t))
+    h.check("no_report_beyond_entries", dut.timeout_tag < n, guard=now & reported)
+    h.notes.append(f"PcieReadTable({SMALL}); every input and the reset free; the age planes, valid and "
+                   "tick read by name; first state any where valid ages are at most 5, or a reset")
+    return h
+
+
 TIMEOUT_MAX = 8     # the completion timeouts the property covers: 1 .. 8 cycles (P = 1 or 2)
 
 
@@ -413,6 +464,12 @@ PROPERTIES += [
                           doc="with timeout T (any 32-bit constant) the timeout tick comes P + 1 cycles "
                               "after reset, then every P = ceil(T/4) cycles; none with T = 0"),
                  "period_low_bits", "the period arithmetic keeps only the low 16 bits of the timeout"),
+    *with_mutants(Property("pcie_rdtable", "entry_ageing", entry_ageing, depth=2, induction=1, params=SMALL,
+                           doc="a valid entry's age starts at 0, counts ticks up to 5 and stays there until "
+                               "the entry is reported and freed as the lowest expired; no completion for "
+                               "an expired entry (4 entries, everything free)"),
+                  ("expire_early", "an entry expires after 4 ticks (possibly before T cycles)"),
+                  ("ages_kept", "an allocation does not clear the tag's age (a reused tag inherits it)")),
     *with_mutants(Property("pcie_rdtable", "completion_accounting", completion_accounting, depth=18,
                            params=SMALL, fast=False,
                            depth_reason="18 steps: the reset and the 4-cycle row scrub, then two reads "
