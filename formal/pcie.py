@@ -55,7 +55,9 @@ request; ``outstanding`` as the record. Bounded.
 Property ``table_bookkeeping`` (same table, every input and the reset free, ``timeout`` at
 full width): ``outstanding`` equals the number of ``valid`` bits in every state. Property
 ``timeout_tick_period`` (same table, ``timeout`` any 32-bit constant): the timeout tick
-every ⌈T / 4⌉ cycles, with the counter's invariant. Both start from a reset of any state
+every ⌈T / 4⌉ cycles, with the counter's invariant. Property ``entry_ageing`` (same
+table, everything free): per entry, the age from allocation, per tick, to expiry, the report
+and the free of the lowest expired tag, no completion for an expired entry. All three start from a reset of any state
 or from any state where their invariant holds, so their 2-step BMC is a proof (and their
 1-induction closes): full width, any depth.
 """
