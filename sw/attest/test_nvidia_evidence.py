@@ -204,7 +204,7 @@ def test_every_rim_byte_is_covered(sample, which):
     certificates) plus every third byte of SignatureValue's base64 (43). The digest covers the document without
     the Signature, the signature covers SignedInfo, the chain check covers the KeyInfo
     certificates, and base64 must be canonical; XML markup changes break the parse. No
-    region of NVIDIA's RIMs is excluded (the whole-file sweep in the docs found none)."""
+    region of NVIDIA's RIMs is excluded (the whole-file sweep in docs/attestation.md found none)."""
     data = getattr(sample, which)
     positions = _positions(len(data), 487, _signature_value_span(data)[::3])
     bad = [p for p in positions if not _rejected(lambda p=p: sample.verify(**{which: _flip(data, p)}))]
