@@ -287,10 +287,10 @@ class GpuCC(wiring.Component):
         self.dma_scrub_cycles = self._dma.scrub_cycles
         self.scrub_cycles = max(self.ctrl_scrub_cycles, self.dma_scrub_cycles)
         self.rts_scrub_cycles = self._rts.scrub_cycles
-        # RTS_CTRL write -> RTS_STATUS.busy low: the go registers the request (1), the store
-        # answers (extend_latency / read_latency), its answer is registered here (1)
-        self.rts_extend_cycles = 1 + self._rts.extend_latency + 1
-        self.rts_read_cycles = 1 + self._rts.read_latency + 1
+        # cycles RTS_STATUS.busy is high from the edge that takes the RTS_CTRL write: the
+        # request register (1), then the store's latency; its answer clears busy at that edge
+        self.rts_extend_cycles = 1 + self._rts.extend_latency
+        self.rts_read_cycles = 1 + self._rts.read_latency
         cab = self._ctrl.addr_bits
         super().__init__({
             "mode_nv": In(Mode),

@@ -21,6 +21,12 @@
 - ``gpu_cc`` (``cc_overhead``): the H100 overhead, the same copies of 4 KiB … 1 MiB in
   CC off (plain copy engine) and CC on (encrypted bounce buffer) in one run: B/cycle of
   each and the ratio (see the test's docstring for the window).
+- ``gpu_cc`` (``flr_to_ready``): the time from an FLR to the first descriptor the DMA takes
+  in CC on, step by step: the RTL cycles of the reset scrub, of the RTR reading the 64 RTS
+  slots through the firmware port, of the firmware's session key installs and of the
+  host's ``GPU_READY`` write up to the descriptor taken; the host-timed (CPU time) steps of
+  the SPDM session with its report (``sw.spdm``) and the CVM's verification (the stand-in
+  of :func:`tb.cc.env.stand_in_verify`). See the test's docstring.
 - The host shim's own AES-256-GCM seal and open rate in MB/s (Python + OpenSSL, one
   core, CPU time; :func:`host_rate`), next to the source's ≈ 4 GB/s CPU-side figure.
 """
@@ -241,6 +247,148 @@ async def cc_overhead(dut):
     record(**figures)
 
 
+@cocotb.test()
+async def flr_to_ready(dut):
+    """``gpu_cc`` in CC on: FLR → ready, as a chain of steps, each measured on its own.
+
+    Before the FLR the RTMs of ``sw.attest.firmware``'s plan measured a boot through the
+    firmware port (the RTS keeps them over the FLR). Cycles are counted by the testbench's
+    clock counter (``DmaTB.cycle``) between the clock edges where each step starts and
+    ends: ``scrub`` from the FLR edge to ``ready`` (cc_ctrl's memory walk; cc_dma's
+    staging walk runs alongside); ``rtr_read`` the 64 slots read through the firmware CSR
+    port (write ``RTS_CTRL``, poll ``RTS_STATUS``, 12 data words, ``RTS_COUNT``: the CSR
+    driver's cycles, one access per two cycles, dominate); ``key_install`` the firmware's
+    two session key installs; ``ready_to_desc`` the host's ``GPU_READY`` write to the edge
+    where the held descriptor is taken. Host-timed steps (process CPU time, one core):
+    ``spdm_ms`` the whole requester ↔ responder exchange in H100 order (negotiation,
+    certificates, KEY_EXCHANGE/FINISH, signed GET_MEASUREMENTS), ``verify_ms`` the
+    stand-in verification. The extend latency through the port (write of ``RTS_CTRL`` to
+    ``busy`` low) is measured on the pins as well."""
+    from cocotb.triggers import ReadOnly
+
+    from hw.cc import GpuCC
+    from hw.cc.gpu import RTS_CTRL
+    from hw.cc.layout import Mode
+    from hw.cc.regs import RTS_EXTEND, RTS_READ
+    from sw.attest.firmware import ModelledFirmware
+    from sw.cc.model import Desc
+    from sw.spdm.identity import Manufacturer
+    from sw.spdm.requester import Requester
+    from sw.spdm.responder import Responder
+    from tb.common.bench import record
+
+    from .env import (
+        PARAMS,
+        Alloc,
+        GpuTB,
+        install_session_keys,
+        measured_boot,
+        reference_slots,
+        stand_in_verify,
+    )
+
+    gpu = GpuCC(**PARAMS)
+    tb = GpuTB(dut, latency=(LATENCY, LATENCY), auto_ready=False)
+    await tb.power_on(Mode.ON)
+    firmware = ModelledFirmware()
+    mode = await measured_boot(tb, firmware)
+    # extend and read latency through the port: from the edge that takes the RTS_CTRL
+    # write to the first edge where the RTS's busy flag (rts_busy) is low again
+    lat = {}
+    for name, op in (("extend", RTS_EXTEND), ("read", RTS_READ)):
+        tb.fw.submit(True, RTS_CTRL, op | 63)
+        for _ in range(100):
+            await RisingEdge(tb.clk)
+            await ReadOnly()
+            if int(dut.rts_busy.value):
+                break
+        else:
+            raise AssertionError(f"RTS {name}: busy never rose")
+        start = tb.cycle
+        for _ in range(1000):
+            if not int(dut.rts_busy.value):
+                break
+            await RisingEdge(tb.clk)
+            await ReadOnly()
+        else:
+            raise AssertionError(f"RTS {name}: busy never fell")
+        lat[name] = tb.cycle - start
+        await RisingEdge(tb.clk)
+    assert lat == {"extend": gpu.rts_extend_cycles, "read": gpu.rts_read_cycles}, lat
+    manufacturer = Manufacturer()
+    device = manufacturer.issue_device(0x4100_0003)
+    figures = {"rts_extend_port_cycles": lat["extend"], "rts_read_port_cycles": lat["read"]}
+    reference = reference_slots(firmware, mode)
+    reference[63] = (await tb.rts_read(63))["value"]       # the latency probe's extend
+
+    dut._log.info("latencies %s; FLR next", lat)
+    steps = {}
+    t0 = tb.cycle
+    await tb.flr(wait=False)
+    c = tb.cycle
+    await tb.wait_ready()
+    steps["scrub"] = tb.cycle - c
+    await tb.settle_mode()
+    c = tb.cycle
+    slots = await tb.rts_read_all()
+    steps["rtr_read"] = tb.cycle - c
+    values, counts = [s["value"] for s in slots], [s["count"] for s in slots]
+    responder = Responder(device, lambda: values, extend_counts=lambda: counts)
+    nonces = []
+
+    def rng(n):
+        b = random.randbytes(n)
+        if n == 32:
+            nonces.append(b)
+        return b
+
+    t = time.process_time()
+    requester = Requester(responder.handle, manufacturer.root, rng=rng)
+    result = requester.run(h100_order=True)
+    spdm_ms = (time.process_time() - t) * 1e3
+    c = tb.cycle
+    await install_session_keys(tb, responder.session_keys)
+    steps["key_install"] = tb.cycle - c
+    t = time.process_time()
+    claims = stand_in_verify(requester, result, nonces, reference)
+    verify_ms = (time.process_time() - t) * 1e3
+    assert claims == ("on", False)
+    prot, bounce = Alloc(tb.PROT), Alloc(tb.BOUNCE)
+    tb.submit(Desc(Dir.OUT, 1, 4, prot.take(4), bounce.take(6), 1))
+    taken = []
+
+    async def watch_desc():
+        while not taken:
+            await RisingEdge(tb.clk)
+            await ReadOnly()
+            if int(dut.desc__valid.value) and int(dut.desc__ready.value):
+                taken.append(tb.cycle)     # the edge after this ReadOnly transfers it
+
+    await RisingEdge(tb.clk)
+    watcher = cocotb.start_soon(watch_desc())
+    c = tb.cycle                           # the host's write is driven from this cycle on
+    await tb.set_ready()
+    for _ in range(1000):
+        if taken:
+            break
+        await RisingEdge(tb.clk)
+    else:
+        raise AssertionError("the held descriptor was not taken after GPU_READY")
+    watcher.cancel()
+    steps["ready_to_desc"] = taken[0] + 1 - c
+    await RisingEdge(tb.clk)
+    await tb.drain()
+    assert tb.statuses[-1][1]["code"] is Status.OK
+    total = sum(steps.values())
+    figures.update({f"flr_ready_{k}_cycles": v for k, v in steps.items()})
+    figures.update(flr_ready_rtl_cycles=total, flr_ready_cycles_end_to_end=tb.cycle - t0,
+                   flr_ready_spdm_ms=round(spdm_ms, 2), flr_ready_verify_ms=round(verify_ms, 2),
+                   spdm_messages=result.messages, spdm_bytes=result.bytes_exchanged,
+                   report_bytes=len(result.report_response), scrub_cycles_constant=gpu.scrub_cycles)
+    dut._log.info("FLR -> ready: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+    record(**figures)
+
+
 def host_rate(total=32 << 20, frames=(1024, 64 << 10)):
     """The host shim's seal and open throughput in MB/s (10^6 bytes/s) of plaintext, per
     frame size: the device's largest frame (``frame_blocks`` = 64 blocks, 1 KiB) and
@@ -287,8 +435,11 @@ def bench():
     scrub = run_bench("cc_dma", "tb.cc.bench_cc", testcase="dma_scrub")
     dma.update({k: v for k, v in scrub.items() if k != "wall_seconds"})
     dma.update(host_rate())
+    gpu = run_bench("gpu_cc", "tb.cc.bench_cc", testcase="cc_overhead")
+    ready = run_bench("gpu_cc", "tb.cc.bench_cc", testcase="flr_to_ready")
+    gpu.update({k: v for k, v in ready.items() if k != "wall_seconds"})
     return {"cc_dma": dma, "cc_ctrl": run_bench("cc_ctrl", "tb.cc.bench_cc", testcase="scrub_rate"),
-            "gpu_cc": run_bench("gpu_cc", "tb.cc.bench_cc", testcase="cc_overhead")}
+            "gpu_cc": gpu}
 
 
 if __name__ == "__main__":
