@@ -277,8 +277,8 @@ def write_rim(*, product: str, version: str, golden: dict, signer: RimSigner, sl
     """A signed RIM in NVIDIA's layout. *golden*: ``{index: [value, ...]}`` — the active
     entries (index 0-based, values 48 bytes); every other index below *slots* is written
     inactive with a zero value, as NVIDIA's RIMs list all 64. Signed like NVIDIA's: C14N
-    1.1 (computed as 1.0, see the module doc), ECDSA-SHA-384, the signer's chain without
-    the root... plus the root last, as NVIDIA's KeyInfo carries it."""
+    1.1 (computed as 1.0, see the module doc), ECDSA-SHA-384, and KeyInfo holding the
+    signer's certificates signer first, root last, as NVIDIA's does."""
     if not isinstance(product, str) or not isinstance(version, str) or not version:
         raise TypeError("product and version must be str (version non-empty)")
     if not isinstance(signer, RimSigner):

@@ -216,6 +216,22 @@ def test_mutated_report_bytes_never_accepted(env, good, data):
     assert not verdict.ok
 
 
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_mutated_chain_bytes_never_accepted(env, good, data):
+    """Any change of the SPDM certificate chain: a documented input error, or a verdict
+    that is not ok (a chain failure, or a report signature that no longer verifies)."""
+    chain = bytearray(good[1])
+    pos = data.draw(st.integers(0, len(chain) - 1))
+    chain[pos] = data.draw(st.integers(0, 255).filter(lambda b: b != good[1][pos]))
+    try:
+        verdict = verify(good[0], bytes(chain), env.driver_rim, env.vbios_rim, nonce=good[2],
+                         policy=env.policy(ocsp=None))
+    except AttestError:
+        return
+    assert not verdict.ok and verdict.names & {"chain", "report_signature"}
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.binary(max_size=600))
 def test_garbage_reports_raise_input_error(blob):
