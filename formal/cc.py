@@ -35,6 +35,13 @@ scrub, the refusal counters, the DMA's commit-after-tag, its IV counters and its
   under one key is at or above the installed IV, below 2^32 - 1, of its direction, and
   above the last one of its direction (no repeat, no wrap, replay refused). Bounded (see
   the depth reasons: one committed frame, two IVs per direction).
+- ``cc_dma/commit_frames`` on ``CCDma(channels=1, frame_blocks=2, slots=2, addr_bits=8)``,
+  gcm_core abstracted as above but eager (fixed timing), at most two descriptors without a
+  status: each write to protected memory belongs to the oldest descriptor without a status,
+  which is inbound and whose tag matched; the k-th goes to ``dst + k``, k < ``len``, with
+  the engine's plaintext of that block; its status (in order, its tag) follows ``len``
+  writes when OK, none otherwise, and is OK exactly when the tag matched. Bounded (one
+  committed frame of 1 or 2 blocks).
 - ``cc_dma/reset_scrub`` on ``CCDma(channels=1, frame_blocks=2, slots=2, addr_bits=8)``:
   the key state of the DMA is its ``gcm_core``'s contexts (cc_dma keeps no key register of
   its own: the ``key`` stream goes straight into ``gcm_core.key``) and the per-channel IV
@@ -53,7 +60,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 
 from hw.cc import CCCtrl, CCDma
-from hw.cc.layout import CTR_LIMIT
+from hw.cc.layout import CTR_LIMIT, Dir, Status
 from hw.csr import Access
 from hw.gcm import GcmCore
 
@@ -425,12 +432,16 @@ class AbstractGcm(wiring.Component):
     cycle, so a property proved with it holds for any AES and GHASH, any verdict and any
     latency. ``err`` is 0 (gcm_core raises it on no key only, which cc_dma never sends;
     docs/cc.md, status ENGINE). ``o_decrypt``: the ``decrypt`` bit its output came in with
-    (the harness's own record, so that it knows an inbound frame's outputs)."""
+    (the harness's own record, so that it knows an inbound frame's outputs). *eager*: it
+    takes an input whenever its queue has room and offers its oldest output whenever it
+    holds one (its timing is then fixed, a 1-cycle engine; blocks and verdicts stay free)."""
 
-    def __init__(self, signature, depth=2):
+    def __init__(self, signature, depth=2, *, eager=False):
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be a positive int, not {depth!r}")
-        self._depth = depth
+        if not isinstance(eager, bool):
+            raise TypeError(f"eager must be a bool, not {eager!r}")
+        self._depth, self._eager = depth, eager
         self.o_decrypt = Signal(name="eng_o_decrypt")
         super().__init__(signature)
 
@@ -445,8 +456,8 @@ class AbstractGcm(wiring.Component):
         o_take = self.o.valid & self.o.ready
         p = self.i.payload
         m.d.comb += [
-            self.i.ready.eq((level != n) & AnySeq(1)),
-            self.o.valid.eq((level != 0) & AnySeq(1)),
+            self.i.ready.eq((level != n) & (1 if self._eager else AnySeq(1))),
+            self.o.valid.eq((level != 0) & (1 if self._eager else AnySeq(1))),
             self.o.payload.op.eq(q[0][:2]),
             self.o_decrypt.eq(q[0][2]),
             self.o.payload.ctx.eq(q[0][3:]),
@@ -473,21 +484,21 @@ OP_IV, OP_DATA, OP_MAC = 0, 1, 2
 DIR_OUT_BYTE, DIR_IN_BYTE = 0, 1
 
 
-def _dma_abstract(mutant):
-    """``(harness, dut, engine)``: CCDma(**DMA_C) with gcm_core replaced by
+def _dma_abstract(mutant, params=DMA_C, eager=False):
+    """``(harness, dut, engine, bounds)``: CCDma(**params) with gcm_core replaced by
     :class:`AbstractGcm`; every input free, the four region bounds constant (the trusted
     side's settings) with protected memory and the bounce buffer disjoint."""
     h = Harness()
-    dut = CCDma(**DMA_C, _formal_mutant=mutant)
+    dut = CCDma(**params, _formal_mutant=mutant)
     discard(dut._gcm)
-    dut._gcm = eng = AbstractGcm(dut._gcm.signature)
+    dut._gcm = eng = AbstractGcm(dut._gcm.signature, eager=eager)
     frozen, _fragment = freeze(dut)
     h.m.submodules.dut = frozen
     regions = ("prot_base", "prot_limit", "bb_base", "bb_limit")
     free_inputs(h.m, dut, skip={(r,) for r in regions})
     bounds = {}
     for r in regions:
-        bounds[r] = h.any_const(DMA_C["addr_bits"], f"region_{r}")
+        bounds[r] = h.any_const(params["addr_bits"], f"region_{r}")
         h.m.d.comb += getattr(dut, r).eq(bounds[r])
     h.assume((bounds["prot_limit"] <= bounds["bb_base"]) | (bounds["bb_limit"] <= bounds["prot_base"]))
     return h, dut, eng, bounds
@@ -546,6 +557,13 @@ def dma_commit_data(mutant=None):
     from the engine's output to its place among the authenticated blocks."""
     h, dut, eng, b = _dma_abstract(mutant)
     led = _inbound_ledger(h, dut, eng, b)
+    _check_committed_word(h, dut, eng, led)
+    h.notes.append(f"CCDma({DMA_C}) with gcm_core abstracted (AbstractGcm); regions constant and disjoint")
+    return h
+
+
+def _check_committed_word(h, dut, eng, led):
+    """``committed_word_is_the_frames`` (see :func:`dma_commit_data`)."""
     o, wr = eng.o, dut.wr
     watch = h.any_const(CNT, "watch")
     wval = Signal(len(o.payload.block), name="watch_block")
@@ -557,7 +575,93 @@ def dma_commit_data(mutant=None):
         h.m.d.sync += [wpend.eq(0), wvalid.eq(o.payload.tag_ok), wtarget.eq(watch - led.skipped)]
     h.check("committed_word_is_the_frames", wr.payload.data == wval,
             guard=led.wr_prot & wvalid & (led.written == wtarget))
-    h.notes.append(f"CCDma({DMA_C}) with gcm_core abstracted (AbstractGcm); regions constant and disjoint")
+
+
+# The multi-block commit harness: 2-block frames (a frame of 1 or 2 blocks), at most
+# DESC_OUTSTANDING descriptors taken whose status has not been (the harness's record of them).
+DMA_F = {"channels": 1, "frame_blocks": 2, "slots": 2, "addr_bits": 8}
+DESC_OUTSTANDING = 2
+ENGINE_CODES = (Status.OK, Status.AUTH, Status.ENGINE)     # an inbound frame that went through the engine
+
+
+def dma_commit_frames(mutant=None):
+    """The commit, frame by frame, against the descriptors as the harness took them (its own
+    record: direction, ``dst``, ``len``, ``tag``). Statuses come in descriptor order, and a
+    frame's commit writes all happen while it is the oldest descriptor without a status, so
+    every write to protected memory belongs to that descriptor: it must be inbound, its
+    frame's tag must have matched (the engine's verdicts of inbound frames, in order, matched
+    to the inbound descriptors whose status says they went through the engine), and the k-th
+    such write goes to ``dst + k`` with k < ``len`` (each block once, in order). At its
+    status: ``len`` writes if the code is OK (inbound), none otherwise; the code is OK
+    exactly when the engine's verdict matched; the tag is the descriptor's. And the data of
+    each write is the engine's plaintext of that block (:func:`dma_commit_data`'s check).
+    The engine is eager (:class:`AbstractGcm`): within the bounded depth only the fastest
+    frames reach the commit, so a free engine timing adds search, not commits; ``wr``,
+    ``status``, ``rd_resp``, ``desc`` and ``key`` keep their free timing."""
+    h, dut, eng, b = _dma_abstract(mutant, DMA_F, eager=True)
+    led = _inbound_ledger(h, dut, eng, b)
+    _check_committed_word(h, dut, eng, led)
+    desc, status, wr = dut.desc, dut.status, dut.wr
+    ab, qb = DMA_F["addr_bits"], (DESC_OUTSTANDING - 1).bit_length()
+    d_take = desc.valid & desc.ready
+    s_take = status.valid & status.ready
+    # the descriptors taken whose status has not been, in a ring indexed by their number
+    n_desc, n_stat = Signal(CNT, name="descs_taken"), Signal(CNT, name="statuses_taken")
+    ring = [SimpleNamespace(inbound=Signal(name=f"desc{k}_inbound"), dst=Signal(ab, name=f"desc{k}_dst"),
+                            len=Signal(len(desc.payload.len), name=f"desc{k}_len"),
+                            tag=Signal(len(desc.payload.tag), name=f"desc{k}_tag"))
+            for k in range(DESC_OUTSTANDING)]
+    p = desc.payload
+    for k, r in enumerate(ring):
+        with h.m.If(d_take & (n_desc[:qb] == k)):
+            h.m.d.sync += [r.inbound.eq(p.dir == Dir.IN), r.dst.eq(p.dst), r.len.eq(p.len), r.tag.eq(p.tag)]
+    h.m.d.sync += [n_desc.eq(n_desc + d_take), n_stat.eq(n_stat + s_take)]
+    outstanding = Signal(CNT, name="descs_outstanding")
+    h.m.d.comb += outstanding.eq(n_desc - n_stat)
+    h.assume(~desc.valid | (outstanding < DESC_OUTSTANDING))
+    head = SimpleNamespace(inbound=Signal(name="head_inbound"), dst=Signal(ab, name="head_dst"),
+                           len=Signal(len(p.len), name="head_len"), tag=Signal(len(p.tag), name="head_tag"))
+    for k, r in enumerate(ring):
+        with h.m.If(n_stat[:qb] == k):
+            h.m.d.comb += [head.inbound.eq(r.inbound), head.dst.eq(r.dst), head.len.eq(r.len),
+                           head.tag.eq(r.tag)]
+    # the engine's verdicts on inbound frames, in order, and the inbound statuses that went
+    # through the engine
+    n_mac, n_eng = Signal(CNT, name="inbound_macs"), Signal(CNT, name="inbound_engine_statuses")
+    verdicts = Signal(DESC_OUTSTANDING, name="inbound_verdicts")
+    mac_out = led.dec_out & (led.op == OP_MAC)
+    for k in range(DESC_OUTSTANDING):
+        with h.m.If(mac_out & (n_mac[:qb] == k)):
+            h.m.d.sync += verdicts[k].eq(eng.o.payload.tag_ok)
+    code = status.payload.code
+    via_engine = Signal(name="status_via_engine")
+    h.m.d.comb += via_engine.eq(head.inbound & Cat(*(code == c for c in ENGINE_CODES)).any())
+    h.m.d.sync += [n_mac.eq(n_mac + mac_out), n_eng.eq(n_eng + (s_take & via_engine))]
+    verdict_known = Signal(name="head_verdict_known")
+    matched = Signal(name="head_tag_matched")
+    h.m.d.comb += [verdict_known.eq(n_mac != n_eng),
+                   matched.eq(verdict_known & (verdicts.bit_select(n_eng[:qb], 1) if qb else verdicts[0]))]
+    # writes to protected memory since the last status
+    k = Signal(CNT, name="head_writes")
+    with h.m.If(s_take):
+        h.m.d.sync += k.eq(0)
+    with h.m.Elif(led.wr_prot):
+        h.m.d.sync += k.eq(k + 1)
+    k_after = Signal(CNT, name="head_writes_after")
+    h.m.d.comb += k_after.eq(k + led.wr_prot)
+    is_open = outstanding != 0
+    h.check("commit_of_open_inbound", is_open & head.inbound, guard=led.wr_prot)
+    h.check("commit_after_own_tag", matched, guard=led.wr_prot)
+    h.check("commit_within_length", k < head.len, guard=led.wr_prot)
+    h.check("commit_address", wr.payload.addr == (head.dst + k)[:ab], guard=led.wr_prot)
+    ok = code == Status.OK
+    h.check("status_in_order", is_open & (status.payload.tag == head.tag), guard=s_take)
+    h.check("status_after_every_block", k_after == head.len, guard=s_take & head.inbound & ok)
+    h.check("nothing_of_uncommitted", k_after == 0, guard=s_take & ~(head.inbound & ok))
+    h.check("status_is_verdict", verdict_known & (ok == matched), guard=s_take & via_engine)
+    h.notes.append(f"CCDma({DMA_F}) with gcm_core abstracted (AbstractGcm, eager: blocks and verdicts free, "
+                   f"timing fixed); regions constant and disjoint; at most {DESC_OUTSTANDING} descriptors "
+                   "without a status")
     return h
 
 
@@ -620,6 +724,17 @@ COMMIT_DEPTH_REASON = ("the first commit write of an inbound frame is reachable 
                        "tag; not a second frame's commit (step >= 19: minutes per step here)")
 DATA_DEPTH_REASON = ("the first commit write (step 14) and its data; one committed frame, its word "
                      "compared with the engine's plaintext of it (a second commit needs >= 19 steps)")
+# commit_frames (CCDma(**DMA_F): a 4-cycle staging scrub, frames of 1 or 2 blocks, the engine
+# eager). Measured with its mutants: a 1-block frame's status is checked at step 15
+# (commit_one_short), the second block of a 2-block frame is written at step 18
+# (commit_addr_fixed); step 18 alone takes minutes with Boolector here.
+FRAMES_DEPTH = 19
+FRAMES_DEPTH_REASON = ("reset, the 4-cycle staging scrub, a key install, the descriptor checks, IV, data "
+                       "and tag through the engine, the staging read: a 1-block frame is committed and "
+                       "answered by step 16, the second block of a 2-block frame is written in step 18 "
+                       "(measured), so 19 steps (0..18) cover one frame's commit of either length with its "
+                       "address, data and status (a 1-block frame's); not a 2-block frame's status "
+                       "(step 19) nor a second committed frame")
 PROPERTIES = [
     *with_mutant(Property("cc_ctrl", "decoupler", decoupler, depth=DEPTH + 4, induction=1,
                           params={"depth": DEPTH, "protected": PROTECTED},
@@ -681,6 +796,14 @@ PROPERTIES = [
                            doc="gcm_core abstracted: the commit writes each authenticated block's "
                                "plaintext, in order"),
                   ("commit_stale_word", "the commit writes the staging read port's previous word")),
+    *with_mutants(Property("cc_dma", "commit_frames", dma_commit_frames, depth=FRAMES_DEPTH, params=DMA_F,
+                           depth_reason=FRAMES_DEPTH_REASON, fast=False,
+                           doc="gcm_core abstracted, frames of 1 or 2 blocks: the commit writes each block "
+                               "of a frame whose tag matched once, in order, at dst + k, with its "
+                               "plaintext, none of another frame, and then the status (in order, code OK "
+                               "exactly when the tag matched)"),
+                  ("commit_addr_fixed", "every block of a committed frame is written to its first address"),
+                  ("commit_one_short", "a commit ends one block early (the last block is never written)")),
     *with_mutants(Property("cc_dma", "iv_fresh", dma_iv, depth=IV_DEPTH, params=DMA_C,
                            depth_reason=IV_DEPTH_REASON, fast=False,
                            doc="gcm_core abstracted: every IV into the engine under one key is "

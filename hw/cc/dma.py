@@ -256,8 +256,8 @@ class CCDma(wiring.Component):
     ``bb_limit``.
     """
 
-    MUTANTS = ("commit_before_tag", "commit_on_tag_fail", "commit_stale_word", "ctr_wraps",
-               "tx_not_advanced", "replay_off_by_one")
+    MUTANTS = ("commit_before_tag", "commit_on_tag_fail", "commit_stale_word", "commit_addr_fixed",
+               "commit_one_short", "ctr_wraps", "tx_not_advanced", "replay_off_by_one")
 
     def __init__(self, channels=4, *, frame_blocks=64, slots=4, addr_bits=32, karatsuba=4,
                  _formal_mutant=None):
@@ -275,7 +275,10 @@ class CCDma(wiring.Component):
         # test-only seeded bugs for formal/cc.py (never set in a design): "commit_before_tag"
         # writes an inbound frame's plaintext to wr as it leaves gcm_core (cut-through);
         # "commit_on_tag_fail" commits a frame whose tag failed; "commit_stale_word" writes
-        # the staging read port's previous word; "ctr_wraps" never marks tx_next spent after
+        # the staging read port's previous word; "commit_addr_fixed" writes every block of a
+        # committed frame to its first address (the running address is not advanced);
+        # "commit_one_short" ends a commit one block early (off by one on the frame's length:
+        # its last block is never written, the status says OK); "ctr_wraps" never marks tx_next spent after
         # a bump (it uses 2^32 - 1, then wraps); "tx_not_advanced" bumps no tx_next when an
         # outbound frame starts; "replay_off_by_one" (RespStage) accepts the last counter
         if _formal_mutant not in (None, *self.MUTANTS):
@@ -649,7 +652,9 @@ class CCDma(wiring.Component):
         cv = Signal()                   # st_r.data holds block wk
         caddr = Signal(self.addr_bits)  # done.dst + wk once the first block is written
         committing = net.done_q.r_rdy & done.commit
-        m.d.comb += net.commit_owns.eq(committing & (wk != done.len))
+        # blocks the commit writes: the frame's length
+        n_commit = (done.len - 1)[:LEN_BITS] if self._formal_mutant == "commit_one_short" else done.len
+        m.d.comb += net.commit_owns.eq(committing & (wk != n_commit))
         c_wr_take = cv & self.wr.ready & net.commit_owns
         advance = ~cv | self.wr.ready
         # while the scrub runs the read port re-reads word 0, zeroed in the scrub's first
@@ -668,7 +673,8 @@ class CCDma(wiring.Component):
             with m.Else():
                 m.d.sync += cv.eq(0)
         with m.If(c_wr_take):
-            m.d.sync += [wk.eq(wk_inc), caddr.eq(caddr_inc)]
+            m.d.sync += [wk.eq(wk_inc),
+                         caddr.eq(c_addr if self._formal_mutant == "commit_addr_fixed" else caddr_inc)]
 
         out_valid, out_addr, out_data = net.out_wr
         with m.If(net.commit_owns):
@@ -678,7 +684,7 @@ class CCDma(wiring.Component):
             m.d.comb += [self.wr.valid.eq(out_valid), self.wr.payload.addr.eq(out_addr),
                          self.wr.payload.data.eq(out_data)]
 
-        status_ok = net.done_q.r_rdy & (~done.commit | (wk == done.len))
+        status_ok = net.done_q.r_rdy & (~done.commit | (wk == n_commit))
         m.d.comb += [
             self.status.valid.eq(status_ok),
             self.status.payload.tag.eq(done.tag),
