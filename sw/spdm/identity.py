@@ -93,6 +93,7 @@ class Manufacturer:
     def __init__(self, seed: bytes = b"manufacturer"):
         if not isinstance(seed, bytes):
             raise TypeError("seed must be bytes")
+        self._seed = seed
         self.root_key = derive_key(seed + b"/root")
         self.product_key = derive_key(seed + b"/product")
         self.provisioner_key = derive_key(seed + b"/provisioner")
@@ -110,8 +111,9 @@ class Manufacturer:
         if not 0 <= serial < 1 << 64:
             raise ValueError("serial must fit 64 bits")
         tag = serial.to_bytes(8, "big")
-        device_key = derive_key(b"device/" + tag)
-        ak = derive_key(b"attestation/" + tag)
+        # (the manufacturer's seed too: two makers never issue one key for the same serial)
+        device_key = derive_key(self._seed + b"/device/" + tag)
+        ak = derive_key(self._seed + b"/attestation/" + tag)
         dev_name = _name("Model GPU GSP BROM", tag.hex().upper())
         device = _issue(dev_name, device_key, self.provisioner.subject, self.provisioner_key, True, 0)
         leaf = _issue(_name("Model GPU GSP FMC LF", tag.hex().upper()), ak, dev_name, device_key, False)

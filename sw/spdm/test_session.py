@@ -82,6 +82,22 @@ def test_untrusted_root(device):
         Requester(Responder(device, rts_values).handle, other.root).run()
 
 
+def test_device_keys_are_the_makers():
+    """Two manufacturers issue different keys for the same serial number (the device keys
+    derive from the maker's seed too), and one maker issues the same keys again."""
+    from cryptography.hazmat.primitives import serialization
+
+    from sw.spdm.identity import Manufacturer
+
+    def public(identity):
+        return [k.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+                for k in (identity.device_key, identity.attestation_key)]
+    a, b = Manufacturer(b"maker a"), Manufacturer(b"maker b")
+    mine, again, theirs = public(a.issue_device(7)), public(a.issue_device(7)), public(b.issue_device(7))
+    assert mine == again
+    assert mine[0] != theirs[0] and mine[1] != theirs[1]
+
+
 def _chain_offset(device, cert_index):
     """Offset in the SPDM chain of a byte inside certificate *cert_index*'s signature."""
     ders = device.ders()

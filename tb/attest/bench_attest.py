@@ -3,7 +3,7 @@
 order, our RIMs, OCSP on: one round trip to the in-process responder per certificate below a
 root) and on NVIDIA's
 sample evidence (OCSP off, see test_nvidia_evidence.py), with the report, chain and RIM
-sizes in bytes. ``python -m sw.attest.bench_attest`` prints the table and writes
+sizes in bytes. ``python -m tb.attest.bench_attest`` (and ``make bench``) prints the table and writes
 ``sim_build/reports/attest.json``; :func:`bench` returns ``{entry: figures}`` in the shape
 ``scripts/bench.py`` collects."""
 import json
