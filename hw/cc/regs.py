@@ -107,7 +107,8 @@ def gpu_register_map():
                   "busy (extend wins if both are set)"),
         ]),
         Register(RTS_STATUS, "RTS_STATUS", "RTS status (firmware only)", [
-            Field("busy", 1, R, desc="a request is in flight (86 cycles from the RTS_CTRL write for an extend, 2 for a read)"),
+            Field("busy", 1, R, desc="a request is in flight (86 cycles from the RTS_CTRL write for an "
+                  "extend, 2 for a read)"),
             Field("refused", 1, R, desc="the last extend was refused: the slot is bound to another owner"),
             Field("ready", 1, R, desc="the store's cold-reset scrub is done"),
             Field("owner", 8, R, offset=8, desc="owner id of the last slot read"),
