@@ -21,6 +21,11 @@
   ``mem_resp``) is driven for the firewall checks. CC off runs ``gpu_cc``'s plain copy
   engine: the expected status and memory effect come from :func:`plain_copy`, a reference
   written here from the contract (docs/cc.md).
+- ``gpu_cc``'s RTS and ready state: :meth:`GpuTB.rts_extend` / :meth:`GpuTB.rts_read` (the
+  firmware port's RTS window, the ``fw_id`` pins as the initiator), :meth:`GpuTB.set_ready`
+  (the CVM's ``GPU_READY`` write; ``GpuTB(auto_ready=True)`` does it after every power-on
+  and FLR into CC on / devtools), and the attestation steps :func:`measured_boot`,
+  :func:`reference_slots`, :func:`stand_in_verify`, :func:`install_session_keys`.
 - Stimulus shared by the DMA tests of both designs: :class:`Alloc`, :func:`install_channels`,
   :func:`fill`, :func:`outbound`, :func:`inbound`, :func:`sealed`, :func:`traffic`, and the
   secrets a frame leaves for the reset-scrub scans (:func:`frame_secrets`).

@@ -23,6 +23,9 @@
   direction on channel 0, response direction on channel 1); the host seals data with the
   requester's request-direction key, the DMA brings it into protected memory, sends it back
   out on channel 1, and the host opens it with the requester's response-direction key.
+
+The RTS, ``GPU_READY`` and the whole attestation flow are in tb/cc/test_gpu_cc_rts.py;
+``GpuTB`` sets ``GPU_READY`` after each power-on and FLR here, so the DMA runs in CC on.
 """
 import random
 
