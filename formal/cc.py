@@ -659,6 +659,18 @@ def dma_commit_frames(mutant=None):
     h.check("status_after_every_block", k_after == head.len, guard=s_take & head.inbound & ok)
     h.check("nothing_of_uncommitted", k_after == 0, guard=s_take & ~(head.inbound & ok))
     h.check("status_is_verdict", verdict_known & (ok == matched), guard=s_take & via_engine)
+    # progress: once the head frame's tag has matched (its MAC left the engine), every cycle
+    # with wr and status ready moves its commit on: the MAC into done_q, the first staging
+    # read, one write per block, then the status; so by its len + 3rd such cycle the status
+    # is taken (a stalled commit breaks no safety check above)
+    due = Signal(name="head_commit_due")
+    h.m.d.comb += due.eq(is_open & head.inbound & matched & wr.ready & status.ready)
+    ready_cycles = Signal(CNT, name="head_ready_cycles")
+    with h.m.If(s_take):
+        h.m.d.sync += ready_cycles.eq(0)
+    with h.m.Elif(due):
+        h.m.d.sync += ready_cycles.eq(ready_cycles + 1)
+    h.check("commit_in_time", s_take, guard=due & (ready_cycles >= head.len + 2))
     h.notes.append(f"CCDma({DMA_F}) with gcm_core abstracted (AbstractGcm, eager: blocks and verdicts free, "
                    f"timing fixed); regions constant and disjoint; at most {DESC_OUTSTANDING} descriptors "
                    "without a status")
