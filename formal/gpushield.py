@@ -332,6 +332,80 @@ def checker_sound(mutant=None, lanes=CHECKER_LANES):
     return h
 
 
+def checker_exact(mutant=None, lanes=CHECKER_LANES):
+    """On ``Checker(lanes)``, the same instance as :func:`checker_sound`: every answer is
+    exactly the spec's. A micro-op's cause: without lookup, the cause it carries; with one,
+    invalid entry (4), else an entry of another kernel (3), else out of bounds (1: ``lo <
+    entry.base`` or ``hi + 2^size_log2 > entry.base + entry.size``, 49 bits), else a store
+    to a read-only entry (2), else none (0). A request's answer has the cause of its first
+    micro-op whose cause is not none (none iff every micro-op passed: an access that is
+    inside is not refused), and, when it fails, that micro-op's lane and address to log
+    (docs/gpushield.md, ``log_first``: the highest lane, ``hi``, for a group that starts
+    inside the buffer and ends past it; the lowest, ``lo``, for anything else, and for a
+    micro-op without lookup, whose front put the lane to log there); the tag and the slot
+    of its last micro-op. Micro-ops free; back-pressure free; reset in the first cycle and
+    free afterwards."""
+    h = Harness(reset=True)
+    m = h.m
+    dut = Checker(lanes, _formal_mutant=mutant)
+    m.submodules.dut = dut
+    free_inputs(m, dut)
+    i, o = dut.i, dut.o
+    op = i.payload
+    e = op.entry
+    size = Cat(Const(1, 1), Const(0, 7)) << op.size_log2
+    end, limit = Signal(VA_BITS + 1, name="spec_end"), Signal(VA_BITS + 1, name="spec_limit")
+    m.d.comb += [end.eq(op.hi + size), limit.eq(e.base + e.size)]
+    starts_inside = Signal(name="spec_starts_inside")
+    ends_inside = Signal(name="spec_ends_inside")
+    m.d.comb += [starts_inside.eq(op.lo >= e.base), ends_inside.eq(end <= limit)]
+    # the micro-op's cause, in the priority order of docs/gpushield.md
+    op_cause = Signal(Cause, name="spec_op_cause")
+    with m.If(~op.lookup):
+        m.d.comb += op_cause.eq(op.cause)
+    with m.Elif(~e.valid):
+        m.d.comb += op_cause.eq(Cause.INVALID_ENTRY)
+    with m.Elif(~e.kernel_ok):
+        m.d.comb += op_cause.eq(Cause.KERNEL)
+    with m.Elif(~starts_inside | ~ends_inside):
+        m.d.comb += op_cause.eq(Cause.OUT_OF_BOUNDS)
+    with m.Elif(op.store & e.read_only):
+        m.d.comb += op_cause.eq(Cause.READ_ONLY)
+    with m.Else():
+        m.d.comb += op_cause.eq(Cause.NONE)
+    fails = op_cause != Cause.NONE
+    # the lane to log: the one that went furthest when the group overflows from inside
+    log_high = op.lookup & (op_cause == Cause.OUT_OF_BOUNDS) & starts_inside
+    op_lane, op_addr = Mux(log_high, op.lane_hi, op.lane_lo), Mux(log_high, op.hi, op.lo)
+    # the first failing micro-op of the request so far (cause none: none failed yet)
+    first = Signal(data.StructLayout({"cause": Cause, "lane": len(op.lane_lo), "addr": VA_BITS}),
+                   name="spec_first_failure")
+    accepted = i.valid & i.ready
+    with m.If(accepted):
+        with m.If(op.last):
+            m.d.sync += first.cause.eq(Cause.NONE)
+        with m.Elif((first.cause == Cause.NONE) & fails):
+            m.d.sync += [first.cause.eq(op_cause), first.lane.eq(op_lane), first.addr.eq(op_addr)]
+    earlier = first.cause != Cause.NONE
+    request = Signal(data.StructLayout({"cause": Cause, "lane": len(op.lane_lo), "addr": VA_BITS,
+                                        "tag": len(op.tag), "slot": len(op.slot)}), name="spec_request")
+    m.d.comb += [request.cause.eq(Mux(earlier, first.cause, op_cause)),
+                 request.lane.eq(Mux(earlier, first.lane, op_lane)),
+                 request.addr.eq(Mux(earlier, first.addr, op_addr)),
+                 request.tag.eq(op.tag), request.slot.eq(op.slot)]
+    watch = _Watch(h, accepted & op.last, 1, o.valid & o.ready, request, "request")
+    saved = data.View(request.shape(), watch.saved)
+    answer = o.payload
+    failed = saved.cause != Cause.NONE
+    h.check("answer_cause", answer.log.cause == saved.cause, guard=watch.mine)
+    h.check("answer_lane", answer.log.lane == saved.lane, guard=watch.mine & failed)
+    h.check("answer_addr", answer.log.addr == saved.addr, guard=watch.mine & failed)
+    h.check("answer_tag", answer.log.tag == saved.tag, guard=watch.mine)
+    h.check("answer_slot", answer.slot == saved.slot, guard=watch.mine)
+    h.notes.append(f"Checker(lanes={lanes}); micro-ops free; reset in the first cycle, free afterwards")
+    return h
+
+
 # the counters' property runs on the bcu design itself: BCU() with its default lanes
 COUNTER_LANES = rtl_constant(BCU, "lanes")
 
@@ -353,6 +427,7 @@ def log_counts_saturate(mutant=None, lanes=COUNTER_LANES):
 SOUNDNESS_DEPTH = 14
 RCACHE_DEPTH = 10
 CHECKER_DEPTH = 14
+CHECKER_EXACT_DEPTH = 10
 PROPERTIES = [
     *with_mutants(
         Property("bcu", "soundness", soundness, depth=SOUNDNESS_DEPTH, params={"lanes": LANES, "slots": SLOTS},
@@ -402,6 +477,23 @@ PROPERTIES = [
         ("ignore_size", "the checker ends an access at its first byte (ignores the access size)"),
         ("end_last_byte", "the checker ends an access at its last byte, compared against the one-past limit "
                           "(off by one at the bound)"),
+    ),
+    *with_mutants(
+        Property("bcu", "checker_exact", checker_exact, depth=CHECKER_EXACT_DEPTH,
+                 params={"lanes": CHECKER_LANES, "design": "Checker"}, fast=False,
+                 doc="the checker's answer is exactly the spec's: the cause of the request's first failing "
+                     "micro-op in the priority 4, 3, 1, 2 (none iff every micro-op passed), its lane and "
+                     "address to log, the request's tag and slot",
+                 depth_reason="a request of n micro-ops accepted after the reset in step 0 is answered in "
+                              "step 3 + n (C1, C2, OUT): 10 steps cover requests of up to 6 micro-ops, so a "
+                              "first failing group with failing groups after it (3 micro-ops), and requests "
+                              "back to back, with back-pressure; every cause and lane choice needs one "
+                              "micro-op (step 4). Deeper is checker_sound's (14); here step 12 alone took 4.5 "
+                              "minutes"),
+        ("limit_exclusive", "the checker refuses an access that ends exactly at the limit (end >= limit)"),
+        ("bounds_before_kernel", "the checker ranks out of bounds (1) before an entry of another kernel (3)"),
+        ("under_logs_high", "a group that starts below the buffer and ends past it logs its highest lane"),
+        ("last_group_logged", "a split warp is answered with its last failing group instead of its first"),
     ),
     *with_mutants(Property("bcu", "log_counts_saturate", log_counts_saturate, depth=2, induction=1,
                            params={"lanes": COUNTER_LANES},

@@ -19,7 +19,8 @@ from .pipe import add_small, stage
 
 __all__ = ["Checker", "answer_layout", "MUTANTS"]
 
-MUTANTS = (None, "ignore_size", "end_last_byte")     # test-only (formal/gpushield.py)
+MUTANTS = (None, "ignore_size", "end_last_byte",     # test-only (formal/gpushield.py)
+           "limit_exclusive", "bounds_before_kernel", "under_logs_high", "last_group_logged")
 
 
 def answer_layout(lanes=32):
@@ -37,7 +38,11 @@ class Checker(wiring.Component):
         self.lanes = check_lanes(lanes)
         # test-only seeded bugs for formal/gpushield.py (never set in a design):
         # "ignore_size" ends a group's access at its last lane's first byte; "end_last_byte"
-        # ends it at its last byte (hi + bytes - 1), compared against the one-past limit
+        # ends it at its last byte (hi + bytes - 1), compared against the one-past limit;
+        # "limit_exclusive" refuses an access that ends exactly at the limit; "bounds_before_kernel"
+        # ranks out of bounds (1) before other kernel (3); "under_logs_high" logs the highest lane
+        # of a group that both starts below the buffer and ends past it; "last_group_logged"
+        # answers a split warp with its last failing group instead of its first
         if _formal_mutant not in MUTANTS:
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
@@ -98,15 +103,26 @@ class Checker(wiring.Component):
     def _cause(self, m, c2, done):
         """The cause of C2's group and the request's answer so far (the first failing
         group of a split warp); *done*: C2's micro-op leaves this cycle."""
-        over = c2.end > c2.limit
-        l_cause = wire(m, Mux(~c2.valid, Cause.INVALID_ENTRY.value,
-                              Mux(~c2.kernel_ok, Cause.KERNEL.value,
+        mutant = self._formal_mutant
+        over = (c2.end >= c2.limit) if mutant == "limit_exclusive" else (c2.end > c2.limit)
+        if mutant == "bounds_before_kernel":
+            l_cause = wire(m, Mux(~c2.valid, Cause.INVALID_ENTRY.value,
                                   Mux(c2.under | over, Cause.OUT_OF_BOUNDS.value,
-                                      Mux(c2.store & c2.read_only, Cause.READ_ONLY.value,
-                                          Cause.NONE.value)))), "l_cause")
+                                      Mux(~c2.kernel_ok, Cause.KERNEL.value,
+                                          Mux(c2.store & c2.read_only, Cause.READ_ONLY.value,
+                                              Cause.NONE.value)))), "l_cause")
+        else:
+            l_cause = wire(m, Mux(~c2.valid, Cause.INVALID_ENTRY.value,
+                                  Mux(~c2.kernel_ok, Cause.KERNEL.value,
+                                      Mux(c2.under | over, Cause.OUT_OF_BOUNDS.value,
+                                          Mux(c2.store & c2.read_only, Cause.READ_ONLY.value,
+                                              Cause.NONE.value)))), "l_cause")
         cause = wire(m, Mux(c2.lookup, l_cause, c2.cause), "cause")
         # an overflow logs the lane that went furthest, anything else the lowest lane
-        hi_side = wire(m, c2.lookup & c2.valid & c2.kernel_ok & ~c2.under & over, "hi_side")
+        if mutant == "under_logs_high":
+            hi_side = wire(m, c2.lookup & c2.valid & c2.kernel_ok & over, "hi_side")
+        else:
+            hi_side = wire(m, c2.lookup & c2.valid & c2.kernel_ok & ~c2.under & over, "hi_side")
         this_lane = Mux(hi_side, c2.lane_hi, c2.lane_lo)
         this_addr = Mux(hi_side, c2.hi, c2.lo)
 
@@ -117,7 +133,7 @@ class Checker(wiring.Component):
         with m.If(done):
             with m.If(c2.last):
                 m.d.sync += acc_cause.eq(Cause.NONE)
-            with m.Elif(~use_acc & (cause != 0)):
+            with m.Elif((1 if mutant == "last_group_logged" else ~use_acc) & (cause != 0)):
                 m.d.sync += [acc_cause.eq(cause), acc_lane.eq(this_lane), acc_addr.eq(this_addr)]
 
         answer = Signal(answer_layout(self.lanes), name="answer")
