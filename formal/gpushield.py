@@ -488,8 +488,8 @@ PROPERTIES = [
                               "step 3 + n (C1, C2, OUT): 10 steps cover requests of up to 6 micro-ops, so a "
                               "first failing group with failing groups after it (3 micro-ops), and requests "
                               "back to back, with back-pressure; every cause and lane choice needs one "
-                              "micro-op (step 4). Deeper is checker_sound's (14); here step 12 alone took 4.5 "
-                              "minutes"),
+                              "micro-op (step 4). Deeper is checker_sound's (14); here step 11 alone took 4.5 "
+                              "minutes, step 12 did not finish in 6"),
         ("limit_exclusive", "the checker refuses an access that ends exactly at the limit (end >= limit)"),
         ("bounds_before_kernel", "the checker ranks out of bounds (1) before an entry of another kernel (3)"),
         ("under_logs_high", "a group that starts below the buffer and ends past it logs its highest lane"),
