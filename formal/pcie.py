@@ -417,6 +417,34 @@ def entry_ageing(mutant=None):
     return h
 
 
+def completion_framing(mutant=None):
+    """Every completion leaves ``cpl_o`` framed by its own header (docs/pcie.md: "a good
+    completion leaves as exactly length / beat bytes beats"): a first beat only after the
+    previous completion's last, and its ``last`` exactly on beat ``length / 16``, whatever
+    the host sends (packets that end early or run long, unknown tags, back-pressure). From
+    any state of the table with the completion path idle (state START, nothing in the check
+    register or on ``cpl_o``): the table's entries, counters and timer start anywhere."""
+    h, dut, regs = _frozen_table(mutant)
+    m = h.m
+    h.assume(~h.rst)        # a reset cuts a packet short by design
+    h.assume(~h.first | ((regs["state"] == 0) & ~regs["cpl_held_valid"] & ~dut.cpl_o.valid))
+    co = dut.cpl_o.payload
+    in_packet = Signal(name="cpl_out_in_packet")
+    beat = Signal(range(SMALL["max_payload"] // (1 << GRANULE_BITS) + 1), name="cpl_out_beat")
+    units = Signal.like(beat, name="cpl_out_units")
+    this_units = Mux(co.first, co.hdr.length[GRANULE_BITS:], units)
+    this_beat = Mux(co.first, 0, beat)
+    sent = dut.cpl_o.valid & dut.cpl_o.ready
+    with m.If(sent):
+        m.d.sync += [in_packet.eq(~co.last), beat.eq(this_beat + 1), units.eq(this_units)]
+    h.assume(~h.first | ~in_packet)
+    h.check("first_after_last", co.first == ~in_packet, guard=dut.cpl_o.valid)
+    h.check("last_on_length", co.last == (this_beat + 1 == this_units), guard=dut.cpl_o.valid)
+    h.notes.append(f"PcieReadTable({SMALL}); every input free, no reset after the first cycle; first "
+                   "state any with the completion path idle")
+    return h
+
+
 TIMEOUT_MAX = 8     # the completion timeouts the property covers: 1 .. 8 cycles (P = 1 or 2)
 
 
@@ -472,6 +500,15 @@ PROPERTIES += [
                                "an expired entry (4 entries, everything free)"),
                   ("expire_early", "an entry expires after 4 ticks (possibly before T cycles)"),
                   ("ages_kept", "an allocation does not clear the tag's age (a reused tag inherits it)")),
+    *with_mutant(Property("pcie_rdtable", "completion_framing", completion_framing, depth=8, params=SMALL,
+                          depth_reason="8 steps from an idle completion path: a completion of 8 beats "
+                                       "whose first beat is taken in step 0 and checked in step 1, that "
+                                       "ends early on its 4th beat (step 4, 5 beats still owed), and the "
+                                       "first beat of the next completion on cpl_o in step 6; any shorter "
+                                       "or longer packet ends sooner",
+                          doc="every completion leaves cpl_o with first after the previous last and "
+                              "last exactly on length / 16 beats (4 entries, from an idle completion path)"),
+                 "short_unpadded", "a completion that ends early leaves short, not padded with zero beats"),
     *with_mutants(Property("pcie_rdtable", "completion_accounting", completion_accounting, depth=18,
                            params=SMALL, fast=False,
                            depth_reason="18 steps: the reset and the 4-cycle row scrub, then two reads "

@@ -185,11 +185,12 @@ class PcieReadTable(wiring.Component):
         # beat before; "expire_early" expires an entry after 4 ticks; "ages_kept" does not
         # clear a tag's age when it is allocated again; "free_and_expiry_one" counts a
         # completion's free and an expiry in the same cycle as one tag off ``outstanding``;
-        # "period_low_bits" keeps the timeout's period arithmetic to its low 16 bits
+        # "period_low_bits" keeps the timeout's period arithmetic to its low 16 bits;
+        # "short_unpadded" lets a completion that ends early leave short (no zero beats)
         if _formal_mutant not in (None, "counters_wrap", "accept_free", "cc_every", "free_early",
                                   "left_off_by_one", "uncounted_unknown", "tile_from_header",
                                   "stale_data", "expire_early", "ages_kept", "free_and_expiry_one",
-                                  "period_low_bits"):
+                                  "period_low_bits", "short_unpadded"):
             raise ValueError(f"unknown _formal_mutant {_formal_mutant!r}")
         self._formal_mutant = _formal_mutant
         beat = beat_layout(lanes)
@@ -372,7 +373,8 @@ class PcieReadTable(wiring.Component):
                         goto(_State.START)
                     with m.Elif((left == 1) | beat.last):
                         event(Cause.FRAMING, out.hdr.tag)
-                        goto(Mux(left == 1, _State.DROP, _State.PAD))
+                        short = _State.START if self._formal_mutant == "short_unpadded" else _State.PAD
+                        goto(Mux(left == 1, _State.DROP, short))
             with m.Case(_State.PAD):
                 with m.If(t.advance):
                     m.d.comb += [emit.eq(1), emit_data.eq(0), emit_last.eq(left == 1)]
