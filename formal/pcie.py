@@ -57,9 +57,13 @@ full width): ``outstanding`` equals the number of ``valid`` bits in every state.
 ``timeout_tick_period`` (same table, ``timeout`` any 32-bit constant): the timeout tick
 every ⌈T / 4⌉ cycles, with the counter's invariant. Property ``entry_ageing`` (same
 table, everything free): per entry, the age from allocation, per tick, to expiry, the report
-and the free of the lowest expired tag, no completion for an expired entry. All three start from a reset of any state
-or from any state where their invariant holds, so their 2-step BMC is a proof (and their
-1-induction closes): full width, any depth.
+and the free of the lowest expired tag, no completion for an expired entry. These three start from a reset of any
+state or from any state where their invariant holds, so their 2-step BMC is a proof (and
+their 1-induction closes): full width, any depth.
+
+Property ``completion_framing`` (same table, everything free but the reset; bounded, 8
+steps from any table state with the completion path idle): every completion on ``cpl_o``
+has its first beat after the previous one's last and its last on length / 16 beats.
 """
 from types import SimpleNamespace
 
