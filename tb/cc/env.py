@@ -25,7 +25,7 @@
   firmware port's RTS window, the ``fw_id`` pins as the initiator), :meth:`GpuTB.set_ready`
   (the CVM's ``GPU_READY`` write; ``GpuTB(auto_ready=True)`` does it after every power-on
   and FLR into CC on / devtools), and the attestation steps :func:`measured_boot`,
-  :func:`reference_slots`, :func:`stand_in_verify`, :func:`install_session_keys`.
+  :func:`install_session_keys`.
 - Stimulus shared by the DMA tests of both designs: :class:`Alloc`, :func:`install_channels`,
   :func:`fill`, :func:`outbound`, :func:`inbound`, :func:`sealed`, :func:`traffic`, and the
   secrets a frame leaves for the reset-scrub scans (:func:`frame_secrets`).
@@ -869,43 +869,6 @@ async def measured_boot(tb, firmware):
     assert not await tb.rts_extend(fwm.POLICY_SLOT, hashlib.sha384(b"cc-mode:" + mode.encode()).digest(),
                                    fwm.POLICY_OWNER)
     return mode
-
-
-def reference_slots(firmware, mode):
-    """The 64 values a verifier expects (hashlib, from ``sw.attest.firmware``), zero elsewhere."""
-    from sw.attest import firmware as fwm
-
-    ref = [bytes(48)] * RTS_SLOTS
-    for kind in ("vbios", "driver"):
-        for s, (v,) in firmware.golden(kind).items():
-            ref[s] = v
-    ref[fwm.POLICY_SLOT] = fwm.policy_value(mode)
-    return ref
-
-
-def stand_in_verify(requester, result, nonces, reference):
-    """The CVM's check before it sets READY (a stand-in for ``sw.attest``'s verifier): the
-    report's signature under the attestation certificate (the chain's leaf, which the
-    requester checked to the root) over the transcript (VCA ‖ GET_MEASUREMENTS ‖
-    MEASUREMENTS without its signature), the request's nonce one this requester drew, and
-    the 64 measurements equal to *reference*. Raises ``sw.spdm.errors.SignatureError`` (or
-    ``ValueError``) on any failure; returns the policy claims (cc_mode, devtools)."""
-    from sw.attest.firmware import POLICY_SLOT, decode_policy
-    from sw.spdm.errors import SignatureError
-    from sw.spdm.messages import V12
-    from sw.spdm.signing import MEASUREMENTS_CONTEXT, verify
-
-    req, rsp = result.report_request, result.report_response
-    leaf = result.certificates[-1].public_key()
-    transcript = (requester.vca if result.version >= V12 else b"") + req + rsp[:-SIG_BYTES]
-    verify(leaf, result.version, MEASUREMENTS_CONTEXT, transcript, rsp[-SIG_BYTES:])
-    if req[4:36] not in nonces:
-        raise SignatureError("the report answers a nonce this verifier did not send")
-    got = [b.dmtf_value().value for b in result.measurements]
-    bad = [s for s in range(RTS_SLOTS) if got[s] != reference[s]]
-    if bad:
-        raise SignatureError(f"slots {bad}: measurements differ from the reference")
-    return decode_policy(got[POLICY_SLOT])
 
 
 async def install_session_keys(tb, keys):

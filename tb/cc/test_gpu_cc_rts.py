@@ -24,16 +24,15 @@ its GPU ready state (``GPU_READY``, the CVM's verdict gating the DMA), docs/cc.m
   (VBIOS, driver, and the policy RTM that reads the active CC mode through the firmware
   port, so devtools shows in the report); the RTR (``sw.spdm`` responder) reports the
   slots it read through the RTL; the CVM (``sw.spdm`` requester) runs the session in
-  H100 order and gets the signed report; a stand-in verifier
-  (:func:`tb.cc.env.stand_in_verify`) checks its signature under the attestation
-  certificate over the transcript with the requester's nonce and the 64 measurements
-  against reference values computed with hashlib from the firmware images, and decodes
-  the mode claim. A report with one byte changed, or checked against another firmware
-  build's values, fails: READY stays 0 and the session-keyed descriptor is held. The good
-  one passes: the host writes READY and the DMA runs both ways under the session's keys
-  (installed through the firmware port).
+  H100 order and gets the signed report; the CVM's local verifier
+  (:func:`sw.attest.verifier.verify`: the chain to the device root, OCSP, the nonce it sent,
+  the report's signature, the measurements against the driver and VBIOS RIMs of
+  ``sw.attest.testbed.Env``, the CC-mode and devtools claims) decides. A report with one
+  byte changed, the RIMs of another firmware build, or (in devtools) the default policy,
+  which refuses devtools, fail: READY stays 0 and the session-keyed descriptor is held.
+  The good evidence passes: the host writes READY and the DMA runs both ways under the
+  session's keys (installed through the firmware port).
 """
-import dataclasses
 import hashlib
 import random
 
@@ -45,12 +44,14 @@ from hw.cc import GpuCC
 from hw.cc.gpu import GPU_READY, RTS_CTRL, RTS_DATA, RTS_SLOTS, RTS_STATUS
 from hw.cc.layout import Dir, Mode, Status
 from hw.cc.regs import RTS_EXTEND, RTS_READ, RTS_WORDS
-from sw.attest.firmware import POLICY_SLOT, ModelledFirmware
+from sw.attest.errors import AttestError
+from sw.attest.firmware import ModelledFirmware
+from sw.attest.rim import write_rim
+from sw.attest.testbed import Env
+from sw.attest.verifier import verify
 from sw.cc.host import FrameError, HostChannel, blocks
 from sw.cc.model import Desc
 from sw.rts.model import MeasurementStore as RtsModel
-from sw.spdm.errors import SignatureError
-from sw.spdm.identity import Manufacturer
 from sw.spdm.requester import Requester
 from sw.spdm.responder import Responder
 
@@ -66,8 +67,6 @@ from .env import (
     measured_boot,
     outbound,
     read_frame,
-    reference_slots,
-    stand_in_verify,
 )
 
 GPU = GpuCC(**PARAMS)
@@ -287,16 +286,13 @@ async def attested_session_flow(dut, mode):
     """RTMs → RTS (RTL) → RTR report → CVM verification → READY → DMA under the session keys."""
     tb = GpuTB(dut, auto_ready=False)
     await tb.power_on(mode)
-    firmware = ModelledFirmware()
-    measured = await measured_boot(tb, firmware)
+    env = Env()                         # the device, RIM authority, RIMs, OCSP responder
+    measured = await measured_boot(tb, env.firmware)
     assert measured == MODE_NAMES[mode.value]
-    reference = reference_slots(firmware, measured)
     # ---- the RTR reads every slot through the RTL and answers the CVM -------------------
     slots = await tb.rts_read_all()
     values, counts = [s["value"] for s in slots], [s["count"] for s in slots]
-    manufacturer = Manufacturer()
-    device = manufacturer.issue_device(0x4100_0002)
-    responder = Responder(device, lambda: values, extend_counts=lambda: counts)
+    responder = Responder(env.device, lambda: values, extend_counts=lambda: counts)
     nonces = []
 
     def rng(n):
@@ -305,31 +301,40 @@ async def attested_session_flow(dut, mode):
             nonces.append(b)
         return b
 
-    requester = Requester(responder.handle, manufacturer.root, rng=rng)
+    requester = Requester(responder.handle, env.manufacturer.root, rng=rng)
     result = requester.run(h100_order=True)
     await install_session_keys(tb, responder.session_keys)
-    # ---- a report with one byte changed (a measurement, the opaque data, the signature)
-    # fails the check, so the host does not set READY: the DMA stays refused
-    rsp = result.report_response
-    for where in (rsp.index(reference[POLICY_SLOT]) + random.randrange(48), len(rsp) - SIG_BYTES - 1,
-                  len(rsp) - 1 - random.randrange(SIG_BYTES)):
-        bad = bytearray(rsp)
-        bad[where] ^= 1 << random.randrange(8)
-        forged = dataclasses.replace(result, report_response=bytes(bad))
+    report = result.report_request + result.report_response
+    nonce = nonces[-1]                  # GET_MEASUREMENTS is the last request in H100's order
+    # the CVM's policy: the default one, which refuses devtools, or one that accepts it
+    policy = env.policy(allow_devtools=mode is Mode.DEVTOOLS)
+
+    def verdict(report=report, driver_rim=env.driver_rim, vbios_rim=env.vbios_rim, policy=policy):
         try:
-            stand_in_verify(requester, forged, nonces, reference)
-        except (SignatureError, ValueError):
-            pass
-        else:
-            raise AssertionError(f"a report changed at byte {where} passed the check")
-    # ... and a report of other firmware (one component rebuilt) fails it as well
-    other = reference_slots(ModelledFirmware(b"r2"), measured)
-    try:
-        stand_in_verify(requester, result, nonces, other)
-    except SignatureError:
-        pass
-    else:
-        raise AssertionError("the report passed against another firmware's reference values")
+            return verify(report, requester.chain, driver_rim, vbios_rim, nonce=nonce, policy=policy,
+                          vca=requester.vca)
+        except AttestError as e:        # a report that does not parse: not verified either
+            return e
+    # ---- a report with one byte changed (a measurement, the opaque data, the signature)
+    # fails the verifier, so the host does not set READY: the DMA stays refused
+    rsp_at = len(result.report_request)
+    for where in (report.index(env.firmware.golden("vbios")[min(env.firmware.golden("vbios"))][0])
+                  + random.randrange(48), len(report) - SIG_BYTES - 1, len(report) - 1 - random.randrange(SIG_BYTES)):
+        assert where >= rsp_at
+        bad = bytearray(report)
+        bad[where] ^= 1 << random.randrange(8)
+        got = verdict(bytes(bad))
+        assert isinstance(got, AttestError) or not got.ok, f"a report changed at byte {where} was accepted"
+    # ... and so does checking it against the RIMs of another firmware build, and (in
+    # devtools) the default policy, which refuses a GPU in devtools mode
+    other = ModelledFirmware(b"r2")
+    other_rims = [write_rim(product="GH100", version=getattr(other, f"{k}_version"), golden=other.golden(k),
+                            signer=env.signer) for k in ("driver", "vbios")]
+    got = verdict(driver_rim=other_rims[0], vbios_rim=other_rims[1])
+    assert "measurements" in {f.name for f in got.failures}, f"another build's RIMs: {got.failures}"
+    if mode is Mode.DEVTOOLS:
+        got = verdict(policy=env.policy())
+        assert "devtools" in {f.name for f in got.failures}, f"the default policy on devtools: {got.failures}"
     to_gpu = HostChannel(result.keys.request.key, 0)
     from_gpu = HostChannel(result.keys.response.key, 1)
     bounce, prot = Alloc(tb.BOUNCE), Alloc(tb.PROT)
@@ -341,8 +346,10 @@ async def attested_session_flow(dut, mode):
     assert tb.submit(Desc(Dir.IN, 0, n, src, dst, 1)) is Status.OK
     await desc_held(tb, 200, "before verification")
     # ---- the good report passes: the RTL's slots, the mode claim ------------------------
-    claims = stand_in_verify(requester, result, nonces, reference)
+    good = verdict()
+    assert good.ok, f"the verifier refused the GPU's evidence: {good.failures}"
     assert [b.dmtf_value().value for b in result.measurements] == values
+    claims = (good.claims["cc_mode"], good.claims["devtools"])
     assert claims == ("on", mode is Mode.DEVTOOLS), f"claims {claims} for {mode.name}"
     await tb.set_ready()
     await tb.drain()
