@@ -14,6 +14,10 @@ checker and its adders. Three properties cover it together (docs/gpushield.md,
 - ``checker_sound``: the ``Checker`` alone: several micro-ops per request (split warps),
   several requests, the first failing group.
 
+Beyond soundness, ``checker_exact`` checks the ``Checker``'s whole answer on the same
+instance: the cause and its priority, completeness (an access inside is answered ok), the
+lane and address to log, the tag and the slot.
+
 Environment shared by the BCU and engine harnesses:
 
 - Every slot is live (``slots`` = 4): ``launch_s`` and ``retire_s`` free in every cycle,
