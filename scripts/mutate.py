@@ -762,7 +762,9 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
         dead = dead_bit(ref_pre, module, line)      # no property can see it: skip them
         if dead:
             m.update(status="equivalent", how=dead)
-        for prop, pre, maps, info in ([] if dead else usable):
+        elif bench is not None and entry["sim"].get("first"):
+            _replay(bench, line, m, work / f"m{i:03d}" / "sim", entry)
+        for prop, pre, maps, info in ([] if dead or m["status"] == "killed" else usable):
             if not all(m["cell"] in cmap for _, cmap in maps):
                 m["status"] = "error"
                 entry["errors"].append(f"m{i:03d}: cell {m['cell']} not found in {prop.key}")
@@ -777,17 +779,8 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
                 m["status"] = "error"
                 entry["errors"].append(f"m{i:03d} {prop.key}: tool error")
                 break
-        if m["status"] == "survived" and bench is not None:
-            res = bench.run(line, work / f"m{i:03d}" / "sim")
-            m["sim"] = res
-            if res["result"] == "differs":
-                from scripts.mutate_sim import test_at
-                test, at = test_at(bench.stim, res["cycle"])
-                m.update(status="killed", killed_by=f"sim:{test}",
-                         how=f"replay: output {res['output']} differs at cycle {res['cycle']} ({at} of {test})",
-                         checks=res["outputs"])
-            elif res["result"] == "error":
-                entry["errors"].append(f"m{i:03d} simulation: tool error ({res.get('how')})")
+        if m["status"] == "survived" and bench is not None and "sim" not in m:
+            _replay(bench, line, m, work / f"m{i:03d}" / "sim", entry)
         if m["status"] == "survived":
             m["status"], m["how"] = equivalence(ref_pre, module, line, work / f"m{i:03d}" / "equiv", timeout,
                                                  solver_env)
@@ -798,6 +791,20 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
     entry.update(score(entry["mutants"]))
     entry["seconds"] = round(time.time() - start, 1)
     return entry
+
+
+def _replay(bench, line, m, work, entry):
+    """Replay mutant *m* (its ``mutate`` *line*) on *bench*: a differing output kills it."""
+    res = bench.run(line, work)
+    m["sim"] = res
+    if res["result"] == "differs":
+        from scripts.mutate_sim import test_at
+        test, at = test_at(bench.stim, res["cycle"])
+        m.update(status="killed", killed_by=f"sim:{test}",
+                 how=f"replay: output {res['output']} differs at cycle {res['cycle']} ({at} of {test})",
+                 checks=res["outputs"])
+    elif res["result"] == "error":
+        entry["errors"].append(f"m{m['id']:03d} simulation: tool error ({res.get('how')})")
 
 
 def _describe(line):

@@ -60,6 +60,7 @@ class Replay:
     test_module: str
     tests: tuple
     seed: int = SEED
+    first: bool = False     # replay each mutant before the properties (they are the slow check)
 
     def __post_init__(self):
         if not isinstance(self.params, tuple) or not isinstance(self.tests, tuple) or not self.tests:
@@ -83,6 +84,11 @@ REPLAYS = {
                                                  "completion_timeout")),
     "bcu_checker": Replay("bcu", (("lanes", 2),), "tb.gpushield.test_gpushield",
                           ("exc_pulse_is_one_cycle", "mixed_id_warps")),
+    # GcmCore(2, 1) as formal/gcm.py's tag_auth_l1; the AES stays in (Yosys sim runs its
+    # S-box circuit at about 20 cycles/s), so one short test; replayed before the
+    # properties, which take minutes per mutant where a GHASH fault shows in the first tag
+    "gcm_tag": Replay("gcm_core", (("contexts", 2),), "tb.gcm.test_gcm", ("two_contexts_interleaved",),
+                      first=True),
 }
 
 
@@ -395,7 +401,7 @@ def bench_for(target, ref_cells, cls_span, folder, log=print):
     if replay is None:
         return None, {"status": "no replay registered (scripts/mutate_sim.py REPLAYS)"}
     info = {"design": replay.design, "params": dict(replay.params), "tests": list(replay.tests),
-            "test_module": replay.test_module, "seed": replay.seed}
+            "test_module": replay.test_module, "seed": replay.seed, "first": replay.first}
     try:
         stim = record(replay, folder, log=log)
         netlist = design_rtlil(replay)
