@@ -284,6 +284,7 @@ async def flr_to_ready(dut):
         GpuTB,
         install_session_keys,
         measured_boot,
+        recording_rng,
     )
 
     gpu = GpuCC(**PARAMS)
@@ -330,14 +331,7 @@ async def flr_to_ready(dut):
     steps["rtr_read"] = tb.cycle - c
     values, counts = [s["value"] for s in slots], [s["count"] for s in slots]
     responder = Responder(env.device, lambda: values, extend_counts=lambda: counts)
-    nonces = []
-
-    def rng(n):
-        b = random.randbytes(n)
-        if n == 32:
-            nonces.append(b)
-        return b
-
+    rng, nonces = recording_rng()
     t = time.process_time()
     requester = Requester(responder.handle, env.manufacturer.root, rng=rng)
     result = requester.run(h100_order=True)

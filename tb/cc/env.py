@@ -25,7 +25,7 @@
   firmware port's RTS window, the ``fw_id`` pins as the initiator), :meth:`GpuTB.set_ready`
   (the CVM's ``GPU_READY`` write; ``GpuTB(auto_ready=True)`` does it after every power-on
   and FLR into CC on / devtools), and the attestation steps :func:`measured_boot`,
-  :func:`install_session_keys`.
+  :func:`recording_rng`, :func:`install_session_keys`.
 - Stimulus shared by the DMA tests of both designs: :class:`Alloc`, :func:`install_channels`,
   :func:`fill`, :func:`outbound`, :func:`inbound`, :func:`sealed`, :func:`traffic`, and the
   secrets a frame leaves for the reset-scrub scans (:func:`frame_secrets`).
@@ -869,6 +869,20 @@ async def measured_boot(tb, firmware):
     assert not await tb.rts_extend(fwm.POLICY_SLOT, hashlib.sha384(b"cc-mode:" + mode.encode()).digest(),
                                    fwm.POLICY_OWNER)
     return mode
+
+
+def recording_rng():
+    """``(rng, nonces)``: a random source for ``sw.spdm``'s ``Requester`` that keeps every
+    32-byte draw in *nonces* (the nonces it sends; GET_MEASUREMENTS's is the last in H100's
+    order), so the verifier checks the report against the nonce the CVM chose."""
+    nonces = []
+
+    def rng(n):
+        b = random.randbytes(n)
+        if n == 32:
+            nonces.append(b)
+        return b
+    return rng, nonces
 
 
 async def install_session_keys(tb, keys):

@@ -38,8 +38,6 @@ from hw.cc.gpu import DMA_KEY_CTRL, DMA_KEY_IV
 from hw.cc.layout import Dir, Mode, Src, Status
 from sw.cc.host import FrameError, HostChannel, blocks
 from sw.cc.model import Desc
-from sw.spdm.dma import DMA_KEY_CTRL as SPDM_KEY_CTRL
-from sw.spdm.dma import session_key_writes
 from sw.spdm.identity import Manufacturer
 from sw.spdm.requester import Requester
 from sw.spdm.responder import Responder
@@ -56,6 +54,7 @@ from .env import (
     fill,
     inbound,
     install_keys_with_secrets,
+    install_session_keys,
     outbound,
     read_frame,
     traffic,
@@ -414,18 +413,9 @@ async def spdm_session_keys(dut):
     responder = Responder(device, lambda: slots)
     session = Requester(responder.handle, manufacturer.root).run(h100_order=True)
     fw_keys, cvm_keys = responder.session_keys, session.keys
-    # the firmware's writes, as sw.spdm.dma lists them: after each go, wait for the engine
-    # to take the key before the eight zero writes that follow it
-    for addr, value in session_key_writes(fw_keys, in_channel=0, out_channel=1):
-        await tb.fw.write(addr, value)
-        if addr == SPDM_KEY_CTRL:
-            for _ in range(10_000):
-                if not (await tb.key_status())["busy"]:
-                    break
-            else:
-                raise AssertionError("the session key install never completed")
-            ch = value & 0xFF
-            tb.model.install_key(ch, (fw_keys.request if ch == 0 else fw_keys.response).key, 0)
+    # the firmware's writes, as sw.spdm.dma lists them (env.install_session_keys: after each
+    # go, wait for the engine to take the key before the eight zero writes that follow it)
+    await install_session_keys(tb, fw_keys)
     assert (await tb.key_status())["installs"] == 2, "not two installs"
     to_gpu = HostChannel(cvm_keys.request.key, 0)
     from_gpu = HostChannel(cvm_keys.response.key, 1)

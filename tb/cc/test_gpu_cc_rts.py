@@ -67,6 +67,7 @@ from .env import (
     measured_boot,
     outbound,
     read_frame,
+    recording_rng,
 )
 
 GPU = GpuCC(**PARAMS)
@@ -293,14 +294,7 @@ async def attested_session_flow(dut, mode):
     slots = await tb.rts_read_all()
     values, counts = [s["value"] for s in slots], [s["count"] for s in slots]
     responder = Responder(env.device, lambda: values, extend_counts=lambda: counts)
-    nonces = []
-
-    def rng(n):
-        b = random.randbytes(n)
-        if n == 32:
-            nonces.append(b)
-        return b
-
+    rng, nonces = recording_rng()
     requester = Requester(responder.handle, env.manufacturer.root, rng=rng)
     result = requester.run(h100_order=True)
     await install_session_keys(tb, responder.session_keys)
