@@ -503,6 +503,48 @@ def dead_bit(pre_text, module, mutate_line):
             f"of {module}")
 
 
+FREE_CELLS = ("$anyseq", "$anyconst", "$allseq", "$allconst")
+
+
+def _flattened(pre_text, module, work, timeout):
+    """*module* of *pre_text* with its submodules flattened in (the cells of *module* itself
+    keep their names, so a ``mutate`` line still finds its cell), as RTLIL text."""
+    spans = split_modules(pre_text)
+    parts = [pre_text[a:b] for n, (a, b) in spans.items() if n == module or n.startswith(module + ".")]
+    (work / "flat_in.il").write_text("".join(parts))
+    rc, _ = yosys(f"read_rtlil flat_in.il\nhierarchy -top \\{module}\nflatten\nwrite_rtlil flat.il\n",
+                  work, "flatten", timeout)
+    if rc != 0:
+        raise RuntimeError(f"flattening {module} failed ({work / 'flatten.log'})")
+    text = (work / "flat.il").read_text()
+    a, b = split_modules(text)[module]
+    return text[a:b]
+
+
+def _shared_free_values(text):
+    """Every free value of a flattened module (``$anyseq`` and friends: an abstraction's
+    outputs, e.g. ``AbstractGcm``'s blocks and verdicts) becomes an input port, so that the
+    two copies of the equivalence miter see the same values; left as cells, each copy would
+    choose its own and every mutant would \"differ\" at step 0."""
+    ports = [int(n) for n in re.findall(r"^  wire (?:width \d+ )?(?:input|output|inout) (\d+) ", text, re.M)]
+    nxt = max(ports, default=0) + 1
+    out, k = [], 0
+    pos = 0
+    for m_ in re.finditer(r"^  cell (\$\w+) (\S+)\n(.*?)^  end\n", text, re.M | re.S):
+        if m_.group(1) not in FREE_CELLS:
+            continue
+        width = re.search(r"^    parameter \\WIDTH (\d+)$", m_.group(3), re.M)
+        y = re.search(r"^    connect \\Y (.+)$", m_.group(3), re.M)
+        if not width or not y:
+            continue
+        out.append(text[pos:m_.start()])
+        out.append(f"  wire width {width.group(1)} input {nxt} \\free_value_{k}\n"
+                   f"  connect {y.group(1)} \\free_value_{k}\n")
+        pos, nxt, k = m_.end(), nxt + 1, k + 1
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def equivalence(pre_text, module, mutate_line, work, timeout, solver_env):
     """Is *module* of the processed harness *pre_text* with *mutate_line* applied equivalent
     to the original? ``("equivalent", how)`` or ``("survived", what the bounded miter found)``.
@@ -511,18 +553,16 @@ def equivalence(pre_text, module, mutate_line, work, timeout, solver_env):
     dead = dead_bit(pre_text, module, mutate_line)
     if dead:
         return "equivalent", dead
-    spans = split_modules(pre_text)
-    subs = [pre_text[a:b] for n, (a, b) in spans.items() if n.startswith(module + ".")]
-    a, b = spans[module]
+    work.mkdir(parents=True, exist_ok=True)
+    flat = _shared_free_values(_flattened(pre_text, module, work, timeout))
     copies = []
     for name in ("gold", "gate"):
-        text = pre_text[a:b].replace("attribute \\top 1\n", "")
-        text = re.sub(r"^module \\" + re.escape(module) + "$", lambda _m: "module \\" + name, text, flags=re.M)
+        text = flat.replace("attribute \\top 1\n", "")
+        text = re.sub(r"^module \\\S+$", lambda _m: "module \\" + name, text, count=1, flags=re.M)
         copies.append(text)
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "eq.il").write_text("".join(copies + subs))
+    (work / "eq.il").write_text("".join(copies))
     gate_line = re.sub(r"-module \S+", "-module gate", mutate_line)
-    head = f"read_rtlil eq.il\n{gate_line}\nhierarchy -check\nflatten\nmemory_map\nopt_clean\nasync2sync\n"
+    head = f"read_rtlil eq.il\n{gate_line}\nhierarchy -check\nmemory_map\nopt_clean\nasync2sync\n"
     rc, _ = yosys(head + "equiv_make -inames gold gate equiv\nhierarchy -top equiv\n"
                   f"equiv_simple -seq {EQUIV_SEQ}\nequiv_induct -seq {EQUIV_SEQ}\nequiv_status -assert\n",
                   work, "equiv", min(timeout, EQUIV_TIMEOUT))

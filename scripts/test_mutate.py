@@ -44,14 +44,14 @@ PROP = formal.Property("tiny", "locked_reads_zero", _build, depth=3, doc="locked
 TARGET = mutate.Target("tiny_lock", f"{__name__}.TinyLock", ("tiny",), doc="test design")
 
 
-def _line(mark):
-    lines, first = inspect.getsourcelines(TinyLock.elaborate)
+def _line(mark, cls=None):
+    lines, first = inspect.getsourcelines((cls or TinyLock).elaborate)
     return first + next(i for i, ln in enumerate(lines) if f"MARK:{mark}" in ln)
 
 
-def _cell(pre_text, module, mark):
+def _cell(pre_text, module, mark, cls=None):
     """The cell of *module* whose ``src`` is the line tagged *mark* (and its output port)."""
-    line = _line(mark)
+    line = _line(mark, cls)
     for name, key, srcs in mutate.cells_of(pre_text, module):
         if any(n == line for _, n in srcs):
             return name, key[0]
@@ -109,6 +109,46 @@ def test_killed_and_equivalent(tmp_path):
     assert (entry["killed"], entry["survived"], entry["equivalent"], entry["score"]) == (1, 0, 1, 1.0)
     md = mutate.markdown([entry])
     assert "| tiny_lock |" in md and "100 %" in md
+
+
+class FreeXor(wiring.Component):
+    """``o`` = (a | (a & b)) XOR a free value (an abstraction's output): the AND is
+    redundant, so a fault that cuts it is equivalent, though not dead."""
+    a: In(1)
+    b: In(1)
+    o: Out(1)
+
+    def elaborate(self, platform):
+        from amaranth.asserts import AnySeq
+
+        m = Module()
+        both = Signal()
+        m.d.comb += both.eq(self.a & self.b)                            # MARK:redundant
+        m.d.comb += self.o.eq((self.a | both) ^ AnySeq(1))
+        return m
+
+
+def _free_xor_harness():
+    h = formal.Harness()
+    dut = h.m.submodules.dut = FreeXor()
+    formal.free_inputs(h.m, dut)
+    h.check("o_defined", dut.o | ~dut.o)
+    return h
+
+
+def test_free_values_are_shared_by_the_miter(tmp_path):
+    """An abstraction's free value (``$anyseq``) is one input of both copies: the redundant
+    AND cut is equivalent (left as a cell in each copy, the copies would differ at once)."""
+    prop = formal.Property("tiny", "free_xor", _free_xor_harness, depth=2, doc="o defined")
+    _text, pre = mutate._harness(prop, {"_dir": tmp_path / "harness"})
+    pre_text = pre.read_text()
+    cell, _ = _cell(pre_text, "top.dut", "redundant", FreeXor)
+    line = f"mutate -mode const0 -module top.dut -cell {cell} -port Y -portbit 0"
+    assert mutate.dead_bit(pre_text, "top.dut", line) is None          # not dead: the solver decides
+    status, how = mutate.equivalence(pre_text, "top.dut", line, tmp_path / "eq", 120, _solver())
+    assert status == "equivalent", how
+    flat = (tmp_path / "eq" / "eq.il").read_text()
+    assert "$anyseq" not in flat and "\\free_value_0" in flat
 
 
 def test_survivor_that_differs_is_not_called_equivalent(tmp_path):
