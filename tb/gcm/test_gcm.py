@@ -177,7 +177,7 @@ async def two_contexts_interleaved(dut):
     ``GcmCore(contexts=2)``, the size of the formal reference harness (scripts/mutate_sim.py)."""
     tb = GcmTB(dut)
     await tb.reset()
-    lists, frames = random_traffic(frames_per_ctx=2, max_blocks=3 * LANES, rekey=0)
+    lists, frames = random_traffic(frames_per_ctx=8, max_blocks=4 * LANES, rekey=0)
     items = [it for lst in lists[:2] for it in lst if it[0] == "key"]
     ops = [[it for it in lst if it[0] == "op"] for lst in lists[:2]]
     n = min(map(len, ops))
