@@ -795,12 +795,9 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
             + (f" ({entry['sim']['cycles']} cycles, baseline {entry['sim']['baseline_seconds']} s)" if bench else ""),
             flush=True)
 
-    for i, line in enumerate(mutations):
-        if budget and i and time.time() - start > budget:     # at least one mutant
-            entry["unrun"] = len(mutations) - i
-            log(f"  time budget of {budget} s spent: {len(mutations) - i} mutants not run", flush=True)
-            break
-        t0 = time.time()
+    def first_checks(i, line):
+        """A new mutant record after the checks that run before the properties: the dead
+        cone, and the replay when it comes first."""
         m = {"id": i, "mutation": line, "status": "survived", "killed_by": None, "how": None, "checks": []}
         m.update(_describe(line))
         dead = dead_bit(ref_pre, module, line)      # no property can see it: skip them
@@ -808,7 +805,31 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
             m.update(status="equivalent", how=dead)
         elif bench is not None and entry["sim"].get("first"):
             _replay(bench, line, m, work / f"m{i:03d}" / "sim", entry)
-        for prop, pre, maps, info in ([] if dead or m["status"] == "killed" else usable):
+        return m
+
+    # a replay that comes first runs on every mutant before any property (its kills take
+    # seconds, a property minutes), so that a time budget is spent on the survivors
+    early = {}
+    if bench is not None and entry["sim"].get("first"):
+        for i, line in enumerate(mutations):
+            t0 = time.time()
+            early[i] = (first_checks(i, line), time.time() - t0)
+            if early[i][0]["status"] != "survived":
+                log(f"  m{i:03d} {early[i][0]['status']} before the properties: "
+                    f"{early[i][0]['killed_by'] or early[i][0]['how']}", flush=True)
+    for i, line in enumerate(mutations):
+        if budget and i and time.time() - start > budget:     # at least one mutant
+            decided = [early[j][0] for j in range(i, len(mutations)) if j in early
+                       and early[j][0]["status"] != "survived"]
+            entry["mutants"] += decided
+            entry["unrun"] = len(mutations) - i - len(decided)
+            log(f"  time budget of {budget} s spent: {entry['unrun']} mutants not run", flush=True)
+            break
+        t0 = time.time()
+        m, spent = early.get(i, (None, 0.0))
+        t0 -= spent
+        m = m or first_checks(i, line)
+        for prop, pre, maps, info in ([] if m["status"] != "survived" else usable):
             if not all(m["cell"] in cmap for _, cmap in maps):
                 m["status"] = "error"
                 entry["errors"].append(f"m{i:03d}: cell {m['cell']} not found in {prop.key}")
