@@ -814,6 +814,7 @@ def run_target(target, props, solver_env, *, count=None, seed=SEED, timeout=600,
         for i, line in enumerate(mutations):
             t0 = time.time()
             early[i] = (first_checks(i, line), time.time() - t0)
+            early[i][0]["seconds"] = round(early[i][1], 1)
             if early[i][0]["status"] != "survived":
                 log(f"  m{i:03d} {early[i][0]['status']} before the properties: "
                     f"{early[i][0]['killed_by'] or early[i][0]['how']}", flush=True)
