@@ -299,6 +299,22 @@ def rcache_coherence(mutant=None, lanes=ENGINE_LANES):
 
 
 # ---------------------------------------------------------------- the checker
+def _checker_harness(mutant, lanes):
+    """``(h, dut, end, limit)``: ``Checker(lanes)`` with every input free, the reset in the
+    first cycle, and the spec's 49-bit end of each micro-op's access (``hi + 2^size_log2``)
+    and limit of its entry (``base + size``)."""
+    h = Harness(reset=True)
+    m = h.m
+    dut = Checker(lanes, _formal_mutant=mutant)
+    m.submodules.dut = dut
+    free_inputs(m, dut)
+    op = dut.i.payload
+    size = Cat(Const(1, 1), Const(0, 7)) << op.size_log2
+    end, limit = Signal(VA_BITS + 1, name="spec_end"), Signal(VA_BITS + 1, name="spec_limit")
+    m.d.comb += [end.eq(op.hi + size), limit.eq(op.entry.base + op.entry.size)]
+    return h, dut, end, limit
+
+
 def checker_sound(mutant=None, lanes=CHECKER_LANES):
     """On ``Checker(lanes)``: a request's answer says ``ok`` (cause NONE) only if every
     micro-op of the request passed the spec: a lookup has a valid entry of the kernel,
@@ -306,17 +322,10 @@ def checker_sound(mutant=None, lanes=CHECKER_LANES):
     not a store to a read-only entry; a micro-op without lookup carries cause NONE. The
     answer carries the request's tag. Micro-ops free (any entry, any split of a request);
     back-pressure free; reset in the first cycle and free afterwards."""
-    h = Harness(reset=True)
-    m = h.m
-    dut = Checker(lanes, _formal_mutant=mutant)
-    m.submodules.dut = dut
-    free_inputs(m, dut)
-    i, o = dut.i, dut.o
+    h, dut, end, limit = _checker_harness(mutant, lanes)
+    m, i, o = h.m, dut.i, dut.o
     op = i.payload
     e = op.entry
-    size = Cat(Const(1, 1), Const(0, 7)) << op.size_log2
-    end, limit = Signal(VA_BITS + 1, name="spec_end"), Signal(VA_BITS + 1, name="spec_limit")
-    m.d.comb += [end.eq(op.hi + size), limit.eq(e.base + e.size)]
     op_ok = Signal(name="spec_op_ok")
     m.d.comb += op_ok.eq(Mux(op.lookup, e.valid & e.kernel_ok & (op.lo >= e.base) & (end <= limit) &
                              ~(op.store & e.read_only), op.cause.as_value() == Cause.NONE.value))
@@ -349,17 +358,10 @@ def checker_exact(mutant=None, lanes=CHECKER_LANES):
     micro-op without lookup, whose front put the lane to log there); the tag and the slot
     of its last micro-op. Micro-ops free; back-pressure free; reset in the first cycle and
     free afterwards."""
-    h = Harness(reset=True)
-    m = h.m
-    dut = Checker(lanes, _formal_mutant=mutant)
-    m.submodules.dut = dut
-    free_inputs(m, dut)
-    i, o = dut.i, dut.o
+    h, dut, end, limit = _checker_harness(mutant, lanes)
+    m, i, o = h.m, dut.i, dut.o
     op = i.payload
     e = op.entry
-    size = Cat(Const(1, 1), Const(0, 7)) << op.size_log2
-    end, limit = Signal(VA_BITS + 1, name="spec_end"), Signal(VA_BITS + 1, name="spec_limit")
-    m.d.comb += [end.eq(op.hi + size), limit.eq(e.base + e.size)]
     starts_inside = Signal(name="spec_starts_inside")
     ends_inside = Signal(name="spec_ends_inside")
     m.d.comb += [starts_inside.eq(op.lo >= e.base), ends_inside.eq(end <= limit)]
