@@ -49,7 +49,19 @@ Parameters: *depth*, *protected* (``cc_ctrl``), *channels*, *frame_blocks*, *slo
 *addr_bits* (``cc_dma``). Invalid values raise as the blocks' constructors do; *addr_bits*
 must leave the device memory below the host window.
 """
-from amaranth.hdl import Array, Cat, ClockDomain, ClockSignal, Const, DomainRenamer, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import (
+    Array,
+    Cat,
+    ClockDomain,
+    ClockSignal,
+    Const,
+    DomainRenamer,
+    Module,
+    Mux,
+    ResetSignal,
+    Signal,
+    Value,
+)
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -82,6 +94,7 @@ from .layout import (
 from .regs import (
     ADDR_WIDTH,
     DMA_KEY_CTRL,
+    DMA_KEY_GO,
     DMA_KEY_IV,
     DMA_KEY_STATUS,
     GPU_READY,
@@ -91,25 +104,34 @@ from .regs import (
     RTS_EXTEND,
     RTS_READ,
     RTS_REFUSED,
+    RTS_SLOTS,
     RTS_STATUS,
     RTS_WORDS,
     gpu_register_map,
     register_map,
 )
 
-__all__ = ["GpuCC", "PlainCopy", "DMA_KEY_CTRL", "DMA_KEY_IV", "DMA_KEY_STATUS", "GPU_READY",
-           "RTS_CTRL", "RTS_STATUS", "RTS_COUNT", "RTS_REFUSED", "RTS_DATA", "RTS_SLOTS"]
-
-RTS_SLOTS = 64          # the H100's RTS: up to 64 independent measurements
+__all__ = ["GpuCC", "PlainCopy"]
 
 # gpu_cc's own registers beside cc_ctrl's map (hw/cc/regs.py: gpu_register_map): the DMA
 # key block and the RTS window on the firmware port, GPU_READY on both ports. Their
 # addresses are not in ALLOW, so a host access to any but GPU_READY reaches cc_ctrl's
 # decoupler and is refused there (counted in DEC_COUNT).
-assert not {r.addr for r in gpu_register_map()} & {r.addr for r in register_map()}
-FW_KEY_BLOCK = (DMA_KEY_CTRL, DMA_KEY_IV, DMA_KEY_STATUS)
-FW_RTS_BLOCK = (GPU_READY, RTS_CTRL, RTS_STATUS, RTS_COUNT, RTS_REFUSED,
-                *(RTS_DATA + 4 * k for k in range(RTS_WORDS)))
+GPU_REGS = gpu_register_map()
+assert not {r.addr for r in GPU_REGS} & {r.addr for r in register_map()}
+
+
+def _read_word(name, **fields):
+    """The read word of ``gpu_cc``'s register *name*, every field of the map at its offset
+    (hw/cc/regs.py: the one layout RTL, testbench and docs read)."""
+    parts, at = [], 0
+    for f in GPU_REGS[name].fields:
+        v = Value.cast(fields.pop(f.name))
+        assert len(v) <= f.width, f"{name}.{f.name}: {len(v)} bits in a {f.width}-bit field"
+        parts += [Const(0, f.offset - at), v, Const(0, f.width - len(v))]
+        at = f.offset + f.width
+    assert not fields, f"{name} has no fields {sorted(fields)}"
+    return Cat(*parts)
 
 
 class PlainCopy(wiring.Component):
@@ -286,7 +308,6 @@ class GpuCC(wiring.Component):
         self.ctrl_scrub_cycles = self._ctrl.scrub_cycles
         self.dma_scrub_cycles = self._dma.scrub_cycles
         self.scrub_cycles = max(self.ctrl_scrub_cycles, self.dma_scrub_cycles)
-        self.rts_scrub_cycles = self._rts.scrub_cycles
         # cycles RTS_STATUS.busy is high from the edge that takes the RTS_CTRL write: the
         # request register (1), then the store's latency; its answer clears busy at that edge
         self.rts_extend_cycles = 1 + self._rts.extend_latency
@@ -343,22 +364,23 @@ class GpuCC(wiring.Component):
             m.d.comb += [eng.prot_base.eq(0), eng.prot_limit.eq(self.protected),
                          eng.bb_base.eq(self.bb_base), eng.bb_limit.eq(self.bb_limit)]
 
-        verified = self._ready_state(m, g)
-        self._key_block(m, g, off, verified)
+        # gpu_cc's own registers are closed while cc_ctrl scrubs (as its own ports are) and
+        # in the FLR cycle: reads zero, writes ignored
+        open_ = Signal()
+        m.d.comb += open_.eq(ctrl.ready & ~flr)
+        verified, ready_word = self._ready_state(m, g, open_)
+        self._key_block(m, g, off, open_, ready_word)
         self._engines(m, off, verified)
         self._memory(m, g, off)
         return m
 
     # ---- firmware port: cc_ctrl's registers and the DMA key block --------------------------
-    def _key_block(self, m, g, off, verified):
+    def _key_block(self, m, g, off, open_, ready_word):
         ctrl, dma, fw = self._ctrl, self._dma, self.fw
         mine = Signal()
         m.d.comb += mine.eq((fw.addr == DMA_KEY_CTRL) | (fw.addr == DMA_KEY_IV) |
                             (fw.addr == DMA_KEY_STATUS))
-        # closed while cc_ctrl scrubs (as its own fw port is) and in the FLR cycle
-        open_ = Signal()
-        m.d.comb += open_.eq(ctrl.ready & ~self.flr)
-        rts_mine, rts_r_mine, rts_r_data = self._rts_block(m, open_, verified)
+        rts_mine, rts_r_mine, rts_r_data = self._rts_block(m, open_, ready_word)
         m.d.comb += [
             ctrl.fw.addr.eq(fw.addr), ctrl.fw.w_data.eq(fw.w_data),
             ctrl.fw.r_stb.eq(fw.r_stb & ~mine & ~rts_mine), ctrl.fw.w_stb.eq(fw.w_stb & ~mine & ~rts_mine),
@@ -370,13 +392,14 @@ class GpuCC(wiring.Component):
         k_key = Signal(256)             # snapshot of KEY0..7 for the pending install
         r_mine, r_data = Signal(), Signal(32)
         w = fw.w_stb & mine & open_
-        go = w & (fw.addr == DMA_KEY_CTRL) & fw.w_data[8]
+        go = w & (fw.addr == DMA_KEY_CTRL) & fw.w_data[DMA_KEY_GO.bit_length() - 1]
         with g.If(fw.r_stb):
             g.d.sync += r_mine.eq(mine)
         with g.If(fw.r_stb & mine):       # closed: reads zero
             g.d.sync += r_data.eq(Mux(~open_, 0, Mux(fw.addr == DMA_KEY_IV, iv,
                                       Mux(fw.addr == DMA_KEY_STATUS,
-                                          Cat(busy, refused, Const(0, 6), installs), 0))))
+                                          _read_word("DMA_KEY_STATUS", busy=busy, refused=refused,
+                                                     installs=installs), 0))))
         with g.If(w & (fw.addr == DMA_KEY_IV)):
             g.d.sync += iv.eq(fw.w_data)
         m.d.comb += fw.r_data.eq(Mux(r_mine, r_data, Mux(rts_r_mine, rts_r_data, ctrl.fw.r_data)))
@@ -392,12 +415,13 @@ class GpuCC(wiring.Component):
             g.d.sync += [busy.eq(0), k_key.eq(0), installs.eq(installs + 1)]
 
     # ---- the GPU ready state (GPU_READY): the CVM's verdict gates the DMA in CC on --------
-    def _ready_state(self, m, g):
+    def _ready_state(self, m, g, open_):
         """``GPU_READY`` on the host port, answered here (``cc_ctrl``'s decoupler never sees
-        it); returns the READY flip-flop. It lives in the ``dma`` domain, so every reset and
-        FLR clears it; a pending mode change (the store differs from the active mode)
-        clears it too and refuses a write of 1, so READY always speaks of the mode in force
-        and of the measurements reported since the last FLR."""
+        it); returns the READY flip-flop and the register's read word. READY lives in the
+        ``dma`` domain, so every reset and FLR clears it; a pending mode change (the store
+        differs from the active mode) clears it too and refuses a write of 1, so READY
+        always speaks of the mode in force and of the measurements reported since the last
+        FLR."""
         ctrl, host = self._ctrl, self.host
         mine = Signal()
         m.d.comb += mine.eq(host.addr == GPU_READY)
@@ -407,29 +431,26 @@ class GpuCC(wiring.Component):
             ctrl.host.r_stb.eq(host.r_stb & ~mine), ctrl.host.w_stb.eq(host.w_stb & ~mine),
         ]
         verified, held = Signal(name="ready_state_q"), Signal(name="ready_held")
-        # closed while cc_ctrl scrubs and in the FLR cycle: reads zero, writes ignored
-        open_ = Signal()
-        m.d.comb += open_.eq(ctrl.ready & ~self.flr)
         pending = Signal()
         m.d.comb += pending.eq(ctrl.mode_store != ctrl.mode)
         with g.If(pending):
             g.d.sync += verified.eq(0)
         with g.Elif(host.w_stb & mine & open_):
             g.d.sync += verified.eq(host.w_data[0])
-        r_mine, r_data = Signal(name="ready_r_mine"), Signal(2, name="ready_r_data")
+        word = _read_word("GPU_READY", ready=verified, held=held)
+        r_mine, r_data = Signal(name="ready_r_mine"), Signal(len(word), name="ready_r_data")
         with g.If(host.r_stb):
             g.d.sync += r_mine.eq(mine)
         with g.If(host.r_stb & mine):
-            g.d.sync += r_data.eq(Mux(open_, Cat(verified, held), 0))
+            g.d.sync += r_data.eq(Mux(open_, word, 0))
         m.d.comb += [host.r_data.eq(Mux(r_mine, r_data, ctrl.host.r_data)), self.ready_state.eq(verified)]
         # a descriptor refused for READY (offered in CC on / devtools after the scrub)
         with g.If(self.desc.valid & (ctrl.mode != Mode.OFF) & ctrl.ready & ~verified):
             g.d.sync += held.eq(1)
-        self._held = held
-        return verified
+        return verified, word
 
     # ---- the RTS on the firmware port ------------------------------------------------------
-    def _rts_block(self, m, open_, verified):
+    def _rts_block(self, m, open_, ready_word):
         """``RTS_CTRL``/``RTS_STATUS``/``RTS_COUNT``/``RTS_REFUSED``/``RTS_DATA0..11`` (and a
         read of ``GPU_READY``) on the firmware port. Returns (address hit, read-data select,
         read data). In the ``sync`` domain: only the cold reset clears it, as the store."""
@@ -477,10 +498,11 @@ class GpuCC(wiring.Component):
         sel = Const(0, 32)
         for k, a in enumerate(words):
             sel = Mux(hit[a], lv[32 * k:32 * k + 32], sel)
-        sel = Mux(hit[RTS_STATUS], Cat(busy, refused, rts.ready, Const(0, 5), last.owner, last.bound), sel)
+        sel = Mux(hit[RTS_STATUS], _read_word("RTS_STATUS", busy=busy, refused=refused, ready=rts.ready,
+                                              owner=last.owner, bound=last.bound), sel)
         sel = Mux(hit[RTS_COUNT], last.count, sel)
         sel = Mux(hit[RTS_REFUSED], rts.refused, sel)
-        sel = Mux(hit[GPU_READY], Cat(verified, self._held), sel)
+        sel = Mux(hit[GPU_READY], ready_word, sel)
         with m.If(fw.r_stb):
             m.d.sync += r_mine.eq(mine)
         with m.If(fw.r_stb & mine):

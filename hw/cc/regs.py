@@ -17,8 +17,8 @@ from .layout import Mode
 __all__ = ["register_map", "ALLOW", "ROWS", "SCRUB", "allowed", "KEY_WORDS", "SCRATCH_WORDS",
            "DOC", "DOC_BEGIN", "DOC_END", "doc_tables", "ADDR_WIDTH", "FW_ADDR_BITS",
            "gpu_register_map", "DMA_KEY_CTRL", "DMA_KEY_IV", "DMA_KEY_STATUS", "GPU_READY",
-           "RTS_CTRL", "RTS_STATUS", "RTS_COUNT", "RTS_REFUSED", "RTS_DATA", "RTS_WORDS",
-           "RTS_EXTEND", "RTS_READ"]
+           "DMA_KEY_GO", "RTS_CTRL", "RTS_STATUS", "RTS_COUNT", "RTS_REFUSED", "RTS_DATA", "RTS_WORDS",
+           "RTS_EXTEND", "RTS_READ", "RTS_SLOTS", "field_values"]
 
 R, W, RW, W1C, WO = Access.R, Access.W, Access.RW, Access.W1C, Access.WO
 ADDR_WIDTH = 8          # BAR0 byte address bits of the model (256 bytes)
@@ -78,6 +78,7 @@ def register_map():
 DMA_KEY_CTRL = 0xC0     # fw W: bits 3:0 channel, bit 8 go (install KEY0..7 with DMA_KEY_IV)
 DMA_KEY_IV = 0xC4       # fw RW: the first IV counter of the next install (both directions)
 DMA_KEY_STATUS = 0xC8   # fw R: bit 0 busy, bit 1 refused (a go in CC off), bits 15:8 installs
+DMA_KEY_GO = 1 << 8     # DMA_KEY_CTRL.go
 GPU_READY = 0x94        # host RW / fw R: the GPU ready state the CVM sets after verification
 RTS_CTRL = 0x98         # fw W: bits 5:0 slot, bit 8 extend by RTS_DATA, bit 9 read into RTS_DATA
 RTS_STATUS = 0x9C       # fw R: busy, refused, rts ready; owner and bound of the last read
@@ -86,6 +87,7 @@ RTS_REFUSED = 0xA4      # fw R: extends refused for the owner lock since the col
 RTS_DATA = 0xCC         # fw: RTS_DATA0..11 at 0xCC + 4k (W: extend value, R: last read value)
 RTS_WORDS = 12          # 384 bits
 RTS_EXTEND, RTS_READ = 1 << 8, 1 << 9
+RTS_SLOTS = 64          # the H100's RTS: up to 64 independent measurements
 
 
 def gpu_register_map():
@@ -100,15 +102,15 @@ def gpu_register_map():
             Field("held", 1, R, desc="a descriptor was refused for READY since the last reset or FLR"),
         ]),
         Register(RTS_CTRL, "RTS_CTRL", "RTS request (firmware only)", [
-            Field("slot", 6, W, desc="measurement slot 0..63"),
+            Field("slot", (RTS_SLOTS - 1).bit_length(), W, desc=f"measurement slot 0..{RTS_SLOTS - 1}"),
             Field("extend", 1, W, offset=8, desc="extend the slot by RTS_DATA0..11, as the RTM on the "
                   "bus (owner id = the fw_id port, not a register); ignored while busy"),
             Field("read", 1, W, desc="read the slot into RTS_DATA0..11, RTS_STATUS, RTS_COUNT; ignored while "
                   "busy (extend wins if both are set)"),
         ]),
         Register(RTS_STATUS, "RTS_STATUS", "RTS status (firmware only)", [
-            Field("busy", 1, R, desc="a request is in flight (86 cycles from the RTS_CTRL write for an "
-                  "extend, 2 for a read)"),
+            Field("busy", 1, R, desc="a request is in flight (from the RTS_CTRL write for "
+                  "GpuCC.rts_extend_cycles for an extend, rts_read_cycles for a read)"),
             Field("refused", 1, R, desc="the last extend was refused: the slot is bound to another owner"),
             Field("ready", 1, R, desc="the store's cold-reset scrub is done"),
             Field("owner", 8, R, offset=8, desc="owner id of the last slot read"),
@@ -139,6 +141,11 @@ def gpu_register_map():
               "(byte 4k + j of the 48-byte measurement in bits 8j + 7..8j)")]) for k in range(RTS_WORDS)]
     return RegisterMap("gpu_cc", regs, addr_width=ADDR_WIDTH,
                        desc="gpu_cc's own registers beside cc_ctrl's (hw/cc/regs.py: gpu_register_map).")
+
+
+def field_values(register, value):
+    """``{field name: value}`` of a *register* word as read (every field, by the map)."""
+    return {f.name: value >> f.offset & ((1 << f.width) - 1) for f in register.fields}
 
 
 SCRUB = "SCRUB"                                   # the row used while the scrub runs

@@ -12,14 +12,13 @@ Write order of one install on the firmware port: KEY0..KEY7 (KEYk = key bytes 4k
 as a little-endian word, the layout ``tb/cc/env.py`` writes), DMA_KEY_IV, DMA_KEY_CTRL
 with go | channel, then (after DMA_KEY_STATUS.busy clears) zero to KEY0..KEY7.
 """
+from hw.cc.regs import DMA_KEY_CTRL, DMA_KEY_GO, DMA_KEY_IV, register_map
+
 from .keys import SessionKeys
 
-__all__ = ["KEY0", "DMA_KEY_CTRL", "DMA_KEY_IV", "KEY_GO", "key_install_writes", "session_key_writes"]
+__all__ = ["KEY0", "key_install_writes", "session_key_writes"]
 
-KEY0 = 0x40          # KEY0..KEY7 at 0x40 + 4k (hw/cc/regs.py)
-DMA_KEY_CTRL = 0xC0  # hw/cc/gpu.py
-DMA_KEY_IV = 0xC4
-KEY_GO = 1 << 8
+KEY0 = register_map()["KEY0"].addr      # KEY0..KEY7 at KEY0 + 4k
 
 
 def key_install_writes(key: bytes, channel: int, first_counter: int = 0) -> list:
@@ -32,7 +31,7 @@ def key_install_writes(key: bytes, channel: int, first_counter: int = 0) -> list
     if not isinstance(first_counter, int) or not 0 <= first_counter < (1 << 32) - 1:
         raise ValueError("first_counter is 0 .. 2^32 - 2")
     words = [(KEY0 + 4 * k, int.from_bytes(key[4 * k:4 * k + 4], "little")) for k in range(8)]
-    return words + [(DMA_KEY_IV, first_counter), (DMA_KEY_CTRL, KEY_GO | channel)] + \
+    return words + [(DMA_KEY_IV, first_counter), (DMA_KEY_CTRL, DMA_KEY_GO | channel)] + \
         [(KEY0 + 4 * k, 0) for k in range(8)]
 
 

@@ -242,20 +242,19 @@ def test_dma_key_writes(device, manufacturer):
     """The firmware-port writes that would hand the session to cc_dma: KEY0..7 carry the
     request-direction key on the IN channel and the response-direction key on the OUT
     channel (little-endian words, as GpuTB.write_key_regs lays them out), then go, then
-    zeros. Addresses agree with gpu_cc's register map."""
-    from hw.cc import gpu
-    from hw.cc.regs import register_map
+    zeros, at the addresses of gpu_cc's register map (hw/cc/regs.py)."""
+    from hw.cc.regs import DMA_KEY_CTRL, DMA_KEY_GO, DMA_KEY_IV, register_map
     from sw.spdm import dma
     regs = {r.name: r.addr for r in register_map()}
-    assert [regs[f"KEY{k}"] for k in range(8)] == [dma.KEY0 + 4 * k for k in range(8)]
-    assert (gpu.DMA_KEY_CTRL, gpu.DMA_KEY_IV) == (dma.DMA_KEY_CTRL, dma.DMA_KEY_IV)
     keys = Requester(Responder(device, rts_values).handle, manufacturer.root).run().keys
     writes = dma.session_key_writes(keys, in_channel=2, out_channel=3)
     assert len(writes) == 2 * 18
     for (base, key, ch) in ((0, keys.request.key, 2), (18, keys.response.key, 3)):
+        assert [a for a, _ in writes[base:base + 8]] == [regs[f"KEY{k}"] for k in range(8)]
         value = sum(v << (32 * k) for k, (_, v) in enumerate(writes[base:base + 8]))
         assert value.to_bytes(32, "little") == key
-        assert writes[base + 8:base + 10] == [(dma.DMA_KEY_IV, 0), (dma.DMA_KEY_CTRL, dma.KEY_GO | ch)]
+        assert writes[base + 8:base + 10] == [(DMA_KEY_IV, 0), (DMA_KEY_CTRL, DMA_KEY_GO | ch)]
+        assert [a for a, _ in writes[base + 10:base + 18]] == [regs[f"KEY{k}"] for k in range(8)]
         assert all(v == 0 for _, v in writes[base + 10:base + 18])
     with pytest.raises(ValueError):
         dma.session_key_writes(keys, 1, 1)
@@ -265,11 +264,12 @@ def _identity_with(manufacturer, *, leaf_ca=False, leaf_curve=None, swap=False):
     """A device whose chain breaks one rule verify_chain checks."""
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from sw.spdm.identity import DeviceIdentity, _issue, _name
+    from sw.spdm.identity import DeviceIdentity, issue_certificate, model_name
     good = manufacturer.issue_device(7)
     device_cert = good.certificates[3]
     ak = ec.generate_private_key(leaf_curve) if leaf_curve else good.attestation_key
-    leaf = _issue(_name("bad leaf"), ak, device_cert.subject, good.device_key, leaf_ca, 0 if leaf_ca else None)
+    leaf = issue_certificate(model_name("bad leaf"), ak, device_cert.subject, good.device_key, ca=leaf_ca,
+                             path_len=0 if leaf_ca else None)
     certs = [*good.certificates[:4], leaf]
     if swap:
         certs[1], certs[2] = certs[2], certs[1]

@@ -268,9 +268,8 @@ async def flr_to_ready(dut):
     from cocotb.triggers import ReadOnly
 
     from hw.cc import GpuCC
-    from hw.cc.gpu import RTS_CTRL
     from hw.cc.layout import Mode
-    from hw.cc.regs import RTS_EXTEND, RTS_READ
+    from hw.cc.regs import RTS_CTRL, RTS_EXTEND, RTS_READ
     from sw.attest.testbed import Env
     from sw.attest.verifier import verify
     from sw.cc.model import Desc

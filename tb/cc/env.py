@@ -30,25 +30,12 @@
   :func:`fill`, :func:`outbound`, :func:`inbound`, :func:`sealed`, :func:`traffic`, and the
   secrets a frame leaves for the reset-scrub scans (:func:`frame_secrets`).
 """
-import hashlib
 import random
 from collections import deque
 
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from hw.cc.gpu import (
-    DMA_KEY_CTRL,
-    DMA_KEY_IV,
-    DMA_KEY_STATUS,
-    GPU_READY,
-    RTS_COUNT,
-    RTS_CTRL,
-    RTS_DATA,
-    RTS_REFUSED,
-    RTS_SLOTS,
-    RTS_STATUS,
-)
 from hw.cc.layout import (
     Dir,
     Mode,
@@ -62,7 +49,25 @@ from hw.cc.layout import (
     status_layout,
     wr_layout,
 )
-from hw.cc.regs import RTS_EXTEND, RTS_READ, RTS_WORDS, register_map
+from hw.cc.regs import (
+    DMA_KEY_CTRL,
+    DMA_KEY_GO,
+    DMA_KEY_IV,
+    DMA_KEY_STATUS,
+    GPU_READY,
+    RTS_COUNT,
+    RTS_CTRL,
+    RTS_DATA,
+    RTS_EXTEND,
+    RTS_READ,
+    RTS_REFUSED,
+    RTS_SLOTS,
+    RTS_STATUS,
+    RTS_WORDS,
+    field_values,
+    gpu_register_map,
+    register_map,
+)
 from sw.cc.host import HostChannel, blocks, iv_block
 from sw.cc.model import Bus, CCCtrlModel, CCDmaModel, Desc
 from tb.common.csr import CsrBus
@@ -89,7 +94,7 @@ DESC, STATUS, KEY = desc_layout(ADDR_BITS), status_layout, dma_key_layout
 RD_REQ, RD_RESP, WR = rd_req_layout(ADDR_BITS), rd_resp_layout, wr_layout(ADDR_BITS)
 # gpu_cc
 HOST_BASE = 1 << (ADDR_BITS - 1)            # GpuCC.host_base: host memory from here up
-KEY_GO = 1 << 8
+GPU_REGS = gpu_register_map()               # gpu_cc's own registers, decoded by the map
 
 
 # ================================================================== cc_ctrl
@@ -567,8 +572,7 @@ class GpuTB(DmaTB):
 
     async def ready_reg(self, port=None):
         """GPU_READY as *port* (default: the host) reads it: {"ready", "held"}."""
-        v = await (port or self.host).read(GPU_READY)
-        return {"ready": v & 1, "held": v >> 1 & 1}
+        return field_values(GPU_REGS["GPU_READY"], await (port or self.host).read(GPU_READY))
 
     async def flr(self, wait=True, stale=False):
         """One-cycle FLR strobe; the testbench forgets what was in flight, as the RTL does.
@@ -607,15 +611,14 @@ class GpuTB(DmaTB):
             await port.write(REG[f"KEY{k}"], (value >> 32 * k) & 0xFFFF_FFFF)
 
     async def key_status(self):
-        v = await self.fw.read(DMA_KEY_STATUS)
-        return {"busy": v & 1, "refused": v >> 1 & 1, "installs": v >> 8 & 0xFF}
+        return field_values(GPU_REGS["DMA_KEY_STATUS"], await self.fw.read(DMA_KEY_STATUS))
 
     async def install(self, ch, key, iv=0, expect=True):
         """The firmware's install: KEY0..7, DMA_KEY_IV, go on DMA_KEY_CTRL, wait until the
         engine took it, then zero KEY0..7 (the key then lives only in the engine)."""
         await self.write_key_regs(self.fw, key)
         await self.fw.write(DMA_KEY_IV, iv)
-        await self.fw.write(DMA_KEY_CTRL, KEY_GO | ch)
+        await self.fw.write(DMA_KEY_CTRL, DMA_KEY_GO | ch)
         for _ in range(10_000):
             st = await self.key_status()
             if not st["busy"]:
@@ -630,10 +633,9 @@ class GpuTB(DmaTB):
     async def rts_wait(self, port=None):
         """Poll RTS_STATUS until the request in flight is answered; returns the status dict."""
         for _ in range(1000):
-            v = await (port or self.fw).read(RTS_STATUS)
-            if not v & 1:
-                return {"busy": 0, "refused": v >> 1 & 1, "ready": v >> 2 & 1,
-                        "owner": v >> 8 & 0xFF, "bound": v >> 16 & 1}
+            st = field_values(GPU_REGS["RTS_STATUS"], await (port or self.fw).read(RTS_STATUS))
+            if not st["busy"]:
+                return st
         raise AssertionError("RTS_STATUS.busy never cleared")
 
     async def rts_extend(self, slot, value, fw_id):
@@ -854,20 +856,14 @@ MODE_NAMES = {Mode.OFF.value: "off", Mode.ON.value: "on", Mode.DEVTOOLS.value: "
 
 
 async def measured_boot(tb, firmware):
-    """The RTMs of ``sw.attest.firmware``'s slot plan extend the RTS through ``gpu_cc``'s
-    firmware port, each as its own initiator (``fw_id`` = the plan's owner id): the VBIOS and
-    driver components, then the CC-mode policy RTM, which reads the active mode through the
-    firmware port (``CC_MODE.active``), so CC on / devtools shows in the report. Returns the
-    mode name measured."""
-    from sw.attest import firmware as fwm
-
-    for s in fwm.VBIOS_SLOTS:
-        assert not await tb.rts_extend(s, hashlib.sha384(firmware.image(s)).digest(), fwm.VBIOS_OWNER)
-    for s in fwm.DRIVER_SLOTS:
-        assert not await tb.rts_extend(s, hashlib.sha384(firmware.image(s)).digest(), fwm.DRIVER_OWNER)
+    """The extends of *firmware*'s measured boot (``sw.attest.firmware``) go into the RTS
+    through ``gpu_cc``'s firmware port, each RTM as its own initiator (``fw_id`` = its owner
+    id); the CC-mode policy RTM first reads the active mode through the firmware port
+    (``CC_MODE.active``), so CC on / devtools shows in the report. Returns the mode name
+    measured."""
     mode = MODE_NAMES[await tb.fw.read(REG["CC_MODE"]) & 3]
-    assert not await tb.rts_extend(fwm.POLICY_SLOT, hashlib.sha384(b"cc-mode:" + mode.encode()).digest(),
-                                   fwm.POLICY_OWNER)
+    for slot, owner, value in firmware.extends(mode):
+        assert not await tb.rts_extend(slot, value, owner), f"extend of slot {slot} by RTM {owner} refused"
     return mode
 
 
@@ -888,12 +884,11 @@ def recording_rng():
 async def install_session_keys(tb, keys):
     """The firmware installs an SPDM session's keys with the writes of
     ``sw.spdm.dma.session_key_writes`` (request direction on channel 0, response on 1)."""
-    from sw.spdm.dma import DMA_KEY_CTRL as SPDM_KEY_CTRL
     from sw.spdm.dma import session_key_writes
 
     for addr, value in session_key_writes(keys, in_channel=0, out_channel=1):
         await tb.fw.write(addr, value)
-        if addr == SPDM_KEY_CTRL:
+        if addr == DMA_KEY_CTRL:
             for _ in range(10_000):
                 if not (await tb.key_status())["busy"]:
                     break

@@ -34,8 +34,8 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from cryptography.exceptions import InvalidTag
 
 from hw.cc import GpuCC
-from hw.cc.gpu import DMA_KEY_CTRL, DMA_KEY_IV
 from hw.cc.layout import Dir, Mode, Src, Status
+from hw.cc.regs import DMA_KEY_CTRL, DMA_KEY_GO, DMA_KEY_IV
 from sw.cc.host import FrameError, HostChannel, blocks
 from sw.cc.model import Desc
 from sw.spdm.identity import Manufacturer
@@ -46,7 +46,6 @@ from tb.common.scrub import Refusals, Scanner
 from .env import (
     CHANNELS,
     FRAME_BLOCKS,
-    KEY_GO,
     PARAMS,
     REG,
     Alloc,
@@ -106,7 +105,7 @@ async def mode_rules(dut):
     dec0 = await _dec_count(tb)
     await tb.write_key_regs(tb.host, key_off)          # BAR0 is open in CC off
     assert await _dec_count(tb) == dec0, "CC off: the decoupler refused a KEY register write"
-    await tb.host.write(DMA_KEY_CTRL, KEY_GO)          # not in BAR0: refused in every mode
+    await tb.host.write(DMA_KEY_CTRL, DMA_KEY_GO)          # not in BAR0: refused in every mode
     assert await _dec_count(tb) == dec0 + 1, "CC off: the host's DMA_KEY_CTRL write was not refused"
     await tb.install(0, key_off, 0, expect=False)      # the firmware's own try
     st = await tb.key_status()
@@ -121,7 +120,7 @@ async def mode_rules(dut):
     dec0 = await _dec_count(tb)
     await tb.write_key_regs(tb.host, key_host)
     await tb.host.write(DMA_KEY_IV, 0)
-    await tb.host.write(DMA_KEY_CTRL, KEY_GO)
+    await tb.host.write(DMA_KEY_CTRL, DMA_KEY_GO)
     assert await _dec_count(tb) == dec0 + 10, \
         f"CC on: {await _dec_count(tb) - dec0} of the host's 10 key writes refused, not all"
     dec_log = await tb.host.read(REG["DEC_LOG"])
@@ -269,7 +268,7 @@ async def key_write_during_traffic(dut):
     await tb.fw.write(DMA_KEY_IV, 300)
     assert tb.expected, "control: channel 0's traffic finished before the key words were written"
     in_flight_at_go = len(tb.expected)
-    await tb.fw.write(DMA_KEY_CTRL, KEY_GO | 1)
+    await tb.fw.write(DMA_KEY_CTRL, DMA_KEY_GO | 1)
     for _ in range(10_000):
         if not (await tb.key_status())["busy"]:
             break

@@ -29,9 +29,14 @@ import random
 import cocotb
 from cocotb.triggers import RisingEdge
 
-from hw.cc.gpu import DMA_KEY_CTRL, DMA_KEY_IV, DMA_KEY_STATUS, FW_RTS_BLOCK, GPU_READY
 from hw.cc.layout import CTR_LIMIT, Dir, Mode, Src, Status
-from hw.cc.regs import SCRUB, allowed, register_map
+from hw.cc.regs import (
+    GPU_READY,
+    SCRUB,
+    allowed,
+    gpu_register_map,
+    register_map,
+)
 from sw.cc.host import HostChannel
 from sw.cc.model import Desc
 
@@ -49,7 +54,6 @@ from .env import (
 )
 
 SAT = (1 << 32) - 1
-KEY_BLOCK = (DMA_KEY_CTRL, DMA_KEY_IV, DMA_KEY_STATUS)   # gpu_cc's, not cc_ctrl's
 UNMAPPED = (0x1C, 0x2C, 0x3C, 0x60, 0x90, 0xFC)          # no register: refused everywhere
 ADDRS = [r.addr for r in register_map()] + list(UNMAPPED)
 
@@ -63,7 +67,7 @@ class RegScoreboard(CtrlChecks):
     DMA traffic shares the memory."""
 
     KEY_OUTPUT = False
-    FW_OWN = KEY_BLOCK + FW_RTS_BLOCK
+    FW_OWN = tuple(r.addr for r in gpu_register_map())
     HOST_OWN = (GPU_READY,)
 
     def __init__(self, tb):

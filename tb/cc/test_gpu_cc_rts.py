@@ -41,9 +41,8 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from cryptography.exceptions import InvalidTag
 
 from hw.cc import GpuCC
-from hw.cc.gpu import GPU_READY, RTS_CTRL, RTS_DATA, RTS_SLOTS, RTS_STATUS
 from hw.cc.layout import Dir, Mode, Status
-from hw.cc.regs import RTS_EXTEND, RTS_READ, RTS_WORDS
+from hw.cc.regs import GPU_READY, RTS_CTRL, RTS_DATA, RTS_EXTEND, RTS_READ, RTS_SLOTS, RTS_STATUS, RTS_WORDS
 from sw.attest.errors import AttestError
 from sw.attest.firmware import ModelledFirmware
 from sw.attest.rim import write_rim
