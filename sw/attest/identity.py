@@ -8,51 +8,17 @@ SHA-384), one level shorter:
     RIM root (self-signed CA)  →  reference-value CA  →  RIM signer (leaf, digitalSignature)
 
 Keys come from seeds through :func:`sw.spdm.identity.derive_key`, so runs are
-reproducible. :func:`issue_certificate` is the one certificate builder of this package
-(also used for delegated OCSP signer certificates).
+reproducible, and certificates from :func:`sw.spdm.identity.issue_certificate`, the one
+builder of the attestation model (also for delegated OCSP signer certificates).
 """
 import dataclasses
-import hashlib
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from sw.spdm.identity import NOT_AFTER, NOT_BEFORE, derive_key
+from sw.spdm.identity import derive_key, issue_certificate, model_name
 
-__all__ = ["RimAuthority", "RimSigner", "issue_certificate", "model_name"]
-
-
-def model_name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn),
-                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, "CC Accel Model")])
-
-
-def issue_certificate(subject, key, issuer, issuer_key, *, ca, path_len=None, ocsp_signing=False,
-                      not_before=NOT_BEFORE, not_after=NOT_AFTER):
-    """An X.509 v3 certificate for *key* signed ECDSA-SHA-384 by *issuer_key*. *ocsp_signing*:
-    a delegated OCSP responder certificate (EKU id-kp-OCSPSigning, RFC 6960 4.2.2.2)."""
-    if not isinstance(subject, x509.Name) or not isinstance(issuer, x509.Name):
-        raise TypeError("subject and issuer must be x509.Name")
-    if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(issuer_key, ec.EllipticCurvePrivateKey):
-        raise TypeError("key and issuer_key must be EC private keys")
-    pub = key.public_key()
-    spki = pub.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(pub)
-               .serial_number(int.from_bytes(hashlib.sha384(spki + subject.public_bytes()).digest()[:16], "big") >> 1)
-               .not_valid_before(not_before).not_valid_after(not_after)
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=path_len if ca else None), critical=True)
-               .add_extension(x509.KeyUsage(digital_signature=not ca, content_commitment=False, key_encipherment=False,
-                                            data_encipherment=False, key_agreement=False, key_cert_sign=ca,
-                                            crl_sign=ca, encipher_only=False, decipher_only=False), critical=True)
-               .add_extension(x509.SubjectKeyIdentifier.from_public_key(pub), critical=False))
-    if ocsp_signing:
-        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.OCSP_SIGNING]), critical=True)
-    if issuer_key is not key:
-        builder = builder.add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()), critical=False)
-    return builder.sign(issuer_key, hashes.SHA384())
+__all__ = ["RimAuthority", "RimSigner"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,11 +32,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509 import ocsp
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from sw.spdm.identity import derive_key
+from sw.spdm.identity import derive_key, issue_certificate, model_name
 
 from .certs import der
 from .errors import AttestInputError, OcspError
-from .identity import issue_certificate, model_name
 
 __all__ = ["OcspResponder", "OcspClient", "OcspResult", "check_response", "build_request"]
 
