@@ -9,6 +9,7 @@ trusted root issued. It raises :class:`PathError` (internal: the verifier turns 
 named failure; the stand-alone RIM check into :class:`~sw.attest.errors.RimSignatureError`).
 """
 import datetime
+import hashlib
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -62,9 +63,9 @@ def load_pem_chain(text: bytes) -> list:
     text = bytes(text)
     try:
         certs = [parsed(c) for c in x509.load_pem_x509_certificates(text)]
-    except ValueError as e:
-        if isinstance(e, ChainFormatError):
-            raise
+    except ChainFormatError:
+        raise
+    except (ValueError, x509.InvalidVersion) as e:
         raise ChainFormatError(f"PEM chain does not parse: {e}") from None
     canonical = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certs)
     if text.removesuffix(b"\n") != canonical.removesuffix(b"\n"):
@@ -75,7 +76,6 @@ def load_pem_chain(text: bytes) -> list:
 def load_spdm_chain(chain: bytes) -> list:
     """An SPDM certificate chain (DSP0274: Length, Reserved, RootHash, DER certificates root
     first), returned leaf first. RootHash must be the SHA-384 of the first certificate."""
-    import hashlib
     if not isinstance(chain, (bytes, bytearray)):
         raise ChainFormatError(f"an SPDM chain is bytes, not {type(chain).__name__}")
     try:
@@ -83,7 +83,7 @@ def load_spdm_chain(chain: bytes) -> list:
         certs = [parsed(x509.load_der_x509_certificate(d)) for d in ders]
     except ChainFormatError:
         raise
-    except (SpdmError, ValueError, TypeError) as e:
+    except (SpdmError, ValueError, TypeError, x509.InvalidVersion) as e:
         raise ChainFormatError(f"SPDM certificate chain does not parse: {e}") from None
     if not certs:
         raise ChainFormatError("SPDM certificate chain holds no certificate")

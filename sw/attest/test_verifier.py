@@ -164,6 +164,23 @@ def test_ocsp_nonce_replay_rejected(env, good):
     assert verdict.claims["device_ocsp"] == ["invalid"] * 4
 
 
+def test_certificate_of_unknown_version_is_an_input_error(env, good):
+    """A certificate whose version field says 1 (neither v1 nor v3): ``cryptography`` raises
+    ``InvalidVersion``, which is not a ValueError; the chain loader reports it as a chain
+    format error, and the SPDM requester as a ChainError."""
+    from sw.attest.errors import ChainFormatError
+    from sw.spdm.errors import ChainError
+    from sw.spdm.requester import verify_chain
+
+    v3 = b"\xa0\x03\x02\x01\x02"              # TBSCertificate.version [0] INTEGER 2 (v3)
+    assert v3 in good[1]
+    chain = good[1].replace(v3, b"\xa0\x03\x02\x01\x01", 1)
+    with pytest.raises(ChainFormatError, match="does not parse"):
+        verify(good[0], chain, env.driver_rim, env.vbios_rim, nonce=good[2], policy=env.policy(ocsp=None))
+    with pytest.raises(ChainError, match="does not parse"):
+        verify_chain(chain, env.manufacturer.root)
+
+
 def test_every_failure_name_is_reachable_or_documented():
     assert len(set(FAILURE_NAMES)) == len(FAILURE_NAMES)
 

@@ -112,7 +112,7 @@ def verify_chain(chain: bytes, trusted_root: x509.Certificate):
         raise ChainError(f"certificate chain does not parse: {e}") from None
     try:
         certs = [x509.load_der_x509_certificate(d) for d in ders]
-    except ValueError as e:
+    except (ValueError, x509.InvalidVersion) as e:
         raise ChainError(f"a certificate does not parse: {e}") from None
     trusted = trusted_root.public_bytes(serialization.Encoding.DER)
     if ders[0] != trusted:
