@@ -25,8 +25,8 @@ import hashlib
 
 from sw.rts.model import MeasurementStore
 
-__all__ = ["ModelledFirmware", "VBIOS_SLOTS", "DRIVER_SLOTS", "POLICY_SLOT", "CC_MODES", "policy_value",
-           "decode_policy"]
+__all__ = ["ModelledFirmware", "VBIOS_SLOTS", "DRIVER_SLOTS", "POLICY_SLOT", "CC_MODES", "policy_measurement",
+           "policy_value", "decode_policy"]
 
 VBIOS_SLOTS = (0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12)
 DRIVER_SLOTS = (7,) + tuple(range(21, 31))
@@ -39,11 +39,16 @@ def _extend_from_zero(measurement: bytes) -> bytes:
     return hashlib.sha384(bytes(48) + measurement).digest()
 
 
-def policy_value(mode: str) -> bytes:
-    """The policy slot's value after the CC-mode RTM measured *mode*."""
+def policy_measurement(mode: str) -> bytes:
+    """What the CC-mode RTM extends the policy slot by when the GPU runs in *mode*."""
     if mode not in CC_MODES:
         raise ValueError(f"cc mode must be one of {CC_MODES}, not {mode!r}")
-    return _extend_from_zero(hashlib.sha384(b"cc-mode:" + mode.encode()).digest())
+    return hashlib.sha384(b"cc-mode:" + mode.encode()).digest()
+
+
+def policy_value(mode: str) -> bytes:
+    """The policy slot's value after the CC-mode RTM measured *mode*."""
+    return _extend_from_zero(policy_measurement(mode))
 
 
 def decode_policy(value: bytes):
@@ -78,15 +83,18 @@ class ModelledFirmware:
             raise ValueError("kind is 'driver' or 'vbios'")
         return {s: [_extend_from_zero(hashlib.sha384(self.image(s)).digest())] for s in slots}
 
+    def extends(self, cc_mode: str = "on") -> list:
+        """The RTMs' extends of a measured boot, in order: ``[(slot, owner, value)]`` (the
+        VBIOS components, the driver components, then the CC-mode policy)."""
+        policy = policy_measurement(cc_mode)
+        return ([(s, VBIOS_OWNER, hashlib.sha384(self.image(s)).digest()) for s in VBIOS_SLOTS]
+                + [(s, DRIVER_OWNER, hashlib.sha384(self.image(s)).digest()) for s in DRIVER_SLOTS]
+                + [(POLICY_SLOT, POLICY_OWNER, policy)])
+
     def boot(self, store: MeasurementStore, cc_mode: str = "on"):
         """The RTMs of a measured boot extend *store*."""
         if not isinstance(store, MeasurementStore):
             raise TypeError("store must be a MeasurementStore")
-        for s in VBIOS_SLOTS:
-            store.extend(s, VBIOS_OWNER, hashlib.sha384(self.image(s)).digest())
-        for s in DRIVER_SLOTS:
-            store.extend(s, DRIVER_OWNER, hashlib.sha384(self.image(s)).digest())
-        if cc_mode not in CC_MODES:
-            raise ValueError(f"cc mode must be one of {CC_MODES}")
-        store.extend(POLICY_SLOT, POLICY_OWNER, hashlib.sha384(b"cc-mode:" + cc_mode.encode()).digest())
+        for slot, owner, value in self.extends(cc_mode):
+            store.extend(slot, owner, value)
         return store
