@@ -387,6 +387,18 @@ def _netlist(text):
     return widths, ports, cells, connects
 
 
+def _cell_outputs(pre_text, spans, type_):
+    """The output ports of a cell of *type_*: Yosys's internal cells' (:data:`CELL_OUTPUTS`),
+    a submodule's from its module in *pre_text* (*spans*: :func:`split_modules`); None for
+    a module *pre_text* does not hold."""
+    if type_.startswith("$"):
+        return CELL_OUTPUTS
+    span = spans.get(type_.lstrip("\\"))
+    if span is None:
+        return None
+    return {w.lstrip("\\") for w, d in _netlist(pre_text[span[0]:span[1]])[1].items() if d != "input"}
+
+
 @functools.lru_cache(maxsize=4)
 def live_bits(pre_text, module):
     """The wire bits of *module* that can reach one of its output ports: the backward
@@ -400,13 +412,8 @@ def live_bits(pre_text, module):
     sub_dirs = {}
 
     def outputs_of(type_):
-        if type_.startswith("$"):
-            return CELL_OUTPUTS
         if type_ not in sub_dirs:
-            name = type_.lstrip("\\")
-            span = spans.get(name)
-            sub_dirs[type_] = ({w.lstrip("\\") for w, d in _netlist(pre_text[span[0]:span[1]])[1].items()
-                                if d != "input"} if span else None)
+            sub_dirs[type_] = _cell_outputs(pre_text, spans, type_)
         return sub_dirs[type_]
 
     drivers = {}                # wire bit -> what drives it
@@ -480,13 +487,9 @@ def dead_bit(pre_text, module, mutate_line):
         return None
     type_, conns, _params = cells[cell.lstrip("\\")]
     k = int(bit)
-    if type_.startswith("$"):
-        outs = CELL_OUTPUTS
-    else:
-        sub = split_modules(pre_text).get(type_.lstrip("\\"))
-        if sub is None:
-            return None
-        outs = {w.lstrip("\\") for w, d in _netlist(pre_text[sub[0]:sub[1]])[1].items() if d != "input"}
+    outs = _cell_outputs(pre_text, split_modules(pre_text), type_)
+    if outs is None:
+        return None
     if port in outs:
         changed = conns[port][k:k + 1]
     elif type_ in BITWISE and port in ("A", "B"):
